@@ -1,0 +1,132 @@
+package fleet
+
+import (
+	"context"
+	"net"
+)
+
+// Metadata is a call's string key/value pairs, sent beside the payload in
+// both directions (request metadata from client to server, response
+// metadata back). Keys are case-sensitive. A Metadata is not safe for
+// concurrent mutation.
+//
+// Keys that begin with "fleet-" are reserved for the framework.
+type Metadata map[string]string
+
+// Clone returns a copy of md; nil for nil.
+func (md Metadata) Clone() Metadata {
+	if md == nil {
+		return nil
+	}
+	c := make(Metadata, len(md))
+	for k, v := range md {
+		c[k] = v
+	}
+	return c
+}
+
+// AuthKey is the metadata key that carries a caller's credential token,
+// checked by a server's auth function before any handler runs.
+const AuthKey = "authorization"
+
+type outgoingKey struct{}
+type responseSinkKey struct{}
+
+// WithOutgoingMetadata returns a context whose calls send md as request
+// metadata, merged over any metadata already attached to ctx (keys in md
+// win). The map is copied; md may be reused after the call.
+func WithOutgoingMetadata(ctx context.Context, md Metadata) context.Context {
+	if prev, ok := ctx.Value(outgoingKey{}).(Metadata); ok && len(prev) > 0 {
+		merged := prev.Clone()
+		for k, v := range md {
+			merged[k] = v
+		}
+		return context.WithValue(ctx, outgoingKey{}, merged)
+	}
+	return context.WithValue(ctx, outgoingKey{}, md.Clone())
+}
+
+// OutgoingMetadata returns the request metadata attached to ctx by
+// WithOutgoingMetadata, or nil. The returned map must not be modified.
+func OutgoingMetadata(ctx context.Context) Metadata {
+	md, _ := ctx.Value(outgoingKey{}).(Metadata)
+	return md
+}
+
+// WithResponseMetadata returns a context whose next call stores the
+// response metadata the server sent into *dst (replacing its value; nil
+// when the server sent none). dst is written before the call returns and
+// must not be read concurrently with the call.
+func WithResponseMetadata(ctx context.Context, dst *Metadata) context.Context {
+	return context.WithValue(ctx, responseSinkKey{}, dst)
+}
+
+// ResponseMetadataSink returns the destination set by WithResponseMetadata,
+// or nil. Client implementations use it.
+func ResponseMetadataSink(ctx context.Context) *Metadata {
+	p, _ := ctx.Value(responseSinkKey{}).(*Metadata)
+	return p
+}
+
+// CallInfo describes the call a server handler is running. Server
+// implementations attach it to the handler's context; handlers read it
+// with CallInfoFrom and may set response metadata through it.
+//
+// A CallInfo belongs to one call; its methods are safe to use from the
+// handler's goroutines only until the handler returns.
+type CallInfo struct {
+	Service    string   // service name as the client sent it
+	Method     string   // method name as the client sent it
+	Metadata   Metadata // request metadata; nil when the client sent none
+	RemoteAddr net.Addr // the caller's address
+	LocalAddr  net.Addr // the server's address for this connection
+	Oneway     bool     // the caller expects no response
+
+	// ResponseMetadata is sent back to the caller with the response. Set
+	// it with SetResponseMetadata.
+	ResponseMetadata Metadata
+}
+
+type callInfoKey struct{}
+
+// CallInfoKey is the context key under which servers store the *CallInfo.
+// Use CallInfoFrom to read it.
+var CallInfoKey any = callInfoKey{}
+
+// CallInfoFrom returns the *CallInfo of the call ctx belongs to, or nil
+// outside a server handler.
+func CallInfoFrom(ctx context.Context) *CallInfo {
+	ci, _ := ctx.Value(CallInfoKey).(*CallInfo)
+	return ci
+}
+
+// IncomingMetadata returns the request metadata of the call ctx belongs to,
+// or nil. The returned map must not be modified.
+func IncomingMetadata(ctx context.Context) Metadata {
+	if ci := CallInfoFrom(ctx); ci != nil {
+		return ci.Metadata
+	}
+	return nil
+}
+
+// PeerAddr returns the caller's address of the call ctx belongs to, or nil.
+func PeerAddr(ctx context.Context) net.Addr {
+	if ci := CallInfoFrom(ctx); ci != nil {
+		return ci.RemoteAddr
+	}
+	return nil
+}
+
+// SetResponseMetadata sets key to value in the response metadata of the
+// call ctx belongs to. It reports false outside a server handler.
+func SetResponseMetadata(ctx context.Context, key, value string) bool {
+	ci := CallInfoFrom(ctx)
+	if ci == nil {
+		return false
+	}
+	if ci.ResponseMetadata == nil {
+		ci.ResponseMetadata = make(Metadata, 2)
+	}
+	ci.ResponseMetadata[key] = value
+	return true
+}
