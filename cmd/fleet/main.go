@@ -1,0 +1,25 @@
+// Command fleet is Fleet's command line: `fleet demo` runs the main job (a
+// server and a client under load, printing throughput and latency) and
+// `fleet bench` compares Fleet with its peers.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+var rootCmd = &cobra.Command{
+	Use:           "fleet",
+	Short:         "Fleet: a Go RPC framework with service governance",
+	SilenceUsage:  true,
+	SilenceErrors: true,
+}
+
+func main() {
+	if err := rootCmd.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "fleet:", err)
+		os.Exit(1)
+	}
+}
