@@ -1,0 +1,64 @@
+// Package bufpool pools byte buffers in size classes so that frame encoding
+// and decoding allocate nothing in the steady state. Buffers larger than the
+// largest class are never pooled, so one huge frame cannot pin memory.
+package bufpool
+
+import "sync"
+
+// classes are the pooled capacities: 512 B to 64 KiB.
+var classes = [...]int{512, 2 << 10, 8 << 10, 32 << 10, 64 << 10}
+
+// MaxPooled is the largest capacity kept in the pools (64 KiB).
+const MaxPooled = 64 << 10
+
+var pools [len(classes)]sync.Pool
+
+func class(n int) int {
+	for i, c := range classes {
+		if n <= c {
+			return i
+		}
+	}
+	return -1
+}
+
+// Get returns a buffer of length 0 and capacity at least n. Buffers over
+// MaxPooled are allocated exactly and not pooled. Safe for concurrent use.
+func Get(n int) *[]byte {
+	i := class(n)
+	if i < 0 {
+		b := make([]byte, 0, n)
+		return &b
+	}
+	if p, _ := pools[i].Get().(*[]byte); p != nil {
+		*p = (*p)[:0]
+		return p
+	}
+	b := make([]byte, 0, classes[i])
+	return &b
+}
+
+// Put returns a buffer to its pool; buffers whose capacity is not a pool
+// class (grown by append, or over MaxPooled) are dropped. p must not be used
+// after Put.
+func Put(p *[]byte) {
+	if p == nil {
+		return
+	}
+	c := cap(*p)
+	for i, cl := range classes {
+		if c == cl {
+			*p = (*p)[:0]
+			pools[i].Put(p)
+			return
+		}
+		if c < cl {
+			// A buffer that grew to a non-class size goes to the class below.
+			if i > 0 {
+				*p = (*p)[:0]
+				pools[i-1].Put(p)
+			}
+			return
+		}
+	}
+}

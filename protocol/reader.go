@@ -1,0 +1,87 @@
+package protocol
+
+import (
+	"bufio"
+	"io"
+
+	"github.com/fleetrpc/fleet/internal/bufpool"
+)
+
+// Reader reads frames from a byte stream. It is not safe for concurrent
+// use: one goroutine reads a connection.
+type Reader struct {
+	r   *bufio.Reader
+	lim Limits
+}
+
+// NewReader returns a Reader over r with a read buffer of bufSize bytes
+// (default 32 KiB when 0) and the given limits (defaults applied).
+func NewReader(r io.Reader, bufSize int, l Limits) *Reader {
+	if bufSize <= 0 {
+		bufSize = 32 << 10
+	}
+	return &Reader{r: bufio.NewReaderSize(r, bufSize), lim: l.WithDefaults()}
+}
+
+// Limits returns the limits the reader enforces, defaults applied.
+func (r *Reader) Limits() *Limits { return &r.lim }
+
+// Buffered reports how many bytes are already read from the stream and
+// waiting in the buffer.
+func (r *Reader) Buffered() int { return r.r.Buffered() }
+
+// growChunk is how much a frame buffer grows at a time for frames larger
+// than what is pooled, so that a peer announcing a large frame and sending
+// little makes us allocate only about what it sent.
+const growChunk = bufpool.MaxPooled
+
+// ReadFrame reads and parses the next frame. The returned buffer holds the
+// frame's bytes; pass it to Release once the frame is no longer used. Any
+// error other than io.EOF on a frame boundary is fatal to the stream: the
+// length prefix is checked against the limits before any allocation, and a
+// frame that breaks a limit or does not parse yields a *fleet.Error.
+func (r *Reader) ReadFrame() (Frame, *[]byte, error) {
+	var prefix [PrefixSize]byte
+	if _, err := io.ReadFull(r.r, prefix[:]); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			err = malformed("stream ended inside a length prefix")
+		}
+		return Frame{}, nil, err
+	}
+	n, err := FrameSize(prefix, &r.lim)
+	if err != nil {
+		return Frame{}, nil, err
+	}
+	bp := bufpool.Get(min(n, growChunk))
+	b := *bp
+	for len(b) < n {
+		if len(b) == cap(b) {
+			b = append(b, make([]byte, min(n-len(b), growChunk))...)[:len(b)]
+		}
+		m, err := r.r.Read(b[len(b):min(n, cap(b))])
+		b = b[:len(b)+m]
+		if err != nil && len(b) < n {
+			*bp = b
+			Release(bp)
+			if err == io.EOF {
+				err = malformed("stream ended inside a frame")
+			}
+			return Frame{}, nil, err
+		}
+	}
+	*bp = b
+	f, err := Parse(b, &r.lim)
+	if err != nil {
+		Release(bp)
+		return Frame{}, nil, err
+	}
+	return f, bp, nil
+}
+
+// Release returns a buffer from ReadFrame to the pool. The frame parsed
+// from it must not be used afterwards.
+func Release(b *[]byte) { bufpool.Put(b) }
+
+// GetBuffer returns a pooled buffer with capacity at least n, for building
+// frames; give it back with Release.
+func GetBuffer(n int) *[]byte { return bufpool.Get(n) }
