@@ -1,0 +1,575 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleetrpc/fleet"
+	"github.com/fleetrpc/fleet/codec"
+	"github.com/fleetrpc/fleet/compress"
+	"github.com/fleetrpc/fleet/internal/transport"
+	"github.com/fleetrpc/fleet/protocol"
+)
+
+// Errors a call can fail with besides the server's own. Each is a
+// *fleet.Error with code Unavailable; test with errors.Is.
+var (
+	// ErrClosed: the client was closed.
+	ErrClosed = fleet.NewError(fleet.Unavailable, "client closed")
+	// ErrGoingAway: the server announced shutdown; the call was not sent.
+	ErrGoingAway = fleet.NewError(fleet.Unavailable, "server is going away")
+	// ErrNotSent is wrapped by every error for a call that was never
+	// written to the connection, so the server cannot have run it.
+	ErrNotSent = errors.New("request not sent")
+	// ErrConnectionLost is wrapped by the error of a call that was sent
+	// but whose connection broke before the response: the server may or
+	// may not have run it.
+	ErrConnectionLost = errors.New("connection lost")
+)
+
+// Client is one multiplexed connection to a server. Any number of
+// goroutines may call through it at once; responses are matched to calls
+// by sequence id in whatever order they arrive. A broken connection fails
+// every pending call at once; a Client does not reconnect (XClient does).
+type Client struct {
+	opts   options
+	nc     net.Conn
+	r      *protocol.Reader
+	w      *transport.Writer
+	invoke Invoker
+
+	seq      atomic.Uint64
+	received atomic.Uint64 // frames read, for heartbeats
+	draining atomic.Bool
+	// sendMu is held shared by each send from its draining check until its
+	// frame is queued, and exclusively by ackGoAway, so the go-away answer
+	// is queued after every request that passed the check.
+	sendMu sync.RWMutex
+
+	mu      sync.Mutex
+	pending map[uint64]*Call
+	err     error // why the client stopped; nil while it works
+
+	done chan struct{}
+}
+
+// Dial connects to addr over network ("tcp", "tcp4", "tcp6", "unix", or
+// "tls") and returns a client. ctx bounds connecting (and the TLS
+// handshake); WithDialTimeout applies when ctx has no earlier deadline.
+func Dial(ctx context.Context, network, addr string, opts ...Option) (*Client, error) {
+	o := defaultOptions()
+	for _, op := range opts {
+		op.apply(&o)
+	}
+	if o.dialTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.dialTimeout)
+		defer cancel()
+	}
+	useTLS := network == "tls" || o.tls != nil
+	if network == "tls" {
+		network = "tcp"
+	}
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, fleet.Errorf(fleet.Unavailable, "dial %s %s: %w", network, addr, err)
+	}
+	if useTLS {
+		cfg := o.tls
+		if cfg == nil {
+			cfg = &tls.Config{}
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, fleet.Errorf(fleet.Unavailable, "tls handshake with %s: %w", addr, err)
+		}
+		nc = tc
+	}
+	return newClient(nc, o), nil
+}
+
+// NewClient runs a client over an established connection, which it owns
+// from then on.
+func NewClient(nc net.Conn, opts ...Option) *Client {
+	o := defaultOptions()
+	for _, op := range opts {
+		op.apply(&o)
+	}
+	return newClient(nc, o)
+}
+
+func newClient(nc net.Conn, o options) *Client {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	c := &Client{
+		opts:    o,
+		nc:      nc,
+		r:       protocol.NewReader(nc, o.readBuf, o.limits),
+		w:       transport.NewWriter(nc, o.writeTimeout, 0),
+		pending: make(map[uint64]*Call),
+		done:    make(chan struct{}),
+	}
+	c.opts.limits = c.r.Limits().WithDefaults()
+	c.invoke = c.call
+	for i := len(o.interceptors) - 1; i >= 0; i-- {
+		ic, next := o.interceptors[i], c.invoke
+		c.invoke = func(ctx context.Context, service, method string, args, reply any) error {
+			return ic(ctx, service, method, args, reply, next)
+		}
+	}
+	go c.readLoop()
+	go c.writeLoop()
+	return c
+}
+
+// Call is one call made with Go, or used internally by Call.
+type Call struct {
+	Service string
+	Method  string
+	Args    any
+	Reply   any
+	// Error is the call's outcome, set before the call is sent on Done.
+	Error error
+	// ResponseMetadata is the metadata the server sent back, or nil.
+	ResponseMetadata fleet.Metadata
+	// Done receives the call when it completes.
+	Done chan *Call
+
+	seq     uint64
+	sync    bool
+	wake    chan struct{} // sync calls: the response or failure arrived
+	resp    protocol.Frame
+	respBuf *[]byte
+	stop    func() bool // async calls: stops the context watcher
+	mdSink  *fleet.Metadata
+}
+
+func (call *Call) complete() {
+	if call.sync {
+		call.wake <- struct{}{}
+		return
+	}
+	if call.stop != nil {
+		call.stop()
+	}
+	select {
+	case call.Done <- call:
+	default:
+		// Like net/rpc: a full Done channel is the caller's bug; the call
+		// is dropped rather than blocking the connection.
+	}
+}
+
+var callPool = sync.Pool{New: func() any { return &Call{sync: true, wake: make(chan struct{}, 1)} }}
+
+// Call calls service.method with args and waits for the reply, which it
+// decodes into reply (a pointer, or nil to discard it). ctx's deadline is
+// sent to the server and bounds the wait: at the deadline Call returns
+// DeadlineExceeded even if the server never answers; cancelling ctx
+// returns Canceled at once. Request metadata comes from
+// fleet.WithOutgoingMetadata; response metadata goes to
+// fleet.WithResponseMetadata. Errors are *fleet.Error values: the
+// server's code and message, or Unavailable for connection failures.
+func (c *Client) Call(ctx context.Context, service, method string, args, reply any) error {
+	return c.invoke(ctx, service, method, args, reply)
+}
+
+func (c *Client) call(ctx context.Context, service, method string, args, reply any) error {
+	call := callPool.Get().(*Call)
+	call.Reply = reply
+	call.mdSink = fleet.ResponseMetadataSink(ctx)
+	if err := c.send(ctx, call, service, method, args, false); err != nil {
+		c.recycle(call)
+		return err
+	}
+	if done := ctx.Done(); done != nil {
+		select {
+		case <-call.wake:
+		case <-done:
+			if c.remove(call.seq) {
+				c.recycle(call)
+				return fleet.FromContextError(ctx.Err())
+			}
+			<-call.wake // the response is being delivered
+		}
+	} else {
+		<-call.wake
+	}
+	err := c.finish(call)
+	c.recycle(call)
+	return err
+}
+
+func (c *Client) recycle(call *Call) {
+	*call = Call{sync: true, wake: call.wake}
+	callPool.Put(call)
+}
+
+// Go starts a call and returns at once. The call is sent on done when it
+// completes; done must be buffered (a nil done gets a new channel of 1).
+// ctx behaves as for Call: at its deadline or cancellation the call
+// completes with DeadlineExceeded or Canceled. Interceptors do not apply.
+func (c *Client) Go(ctx context.Context, service, method string, args, reply any, done chan *Call) *Call {
+	if done == nil {
+		done = make(chan *Call, 1)
+	} else if cap(done) == 0 {
+		panic("client: Go with an unbuffered done channel")
+	}
+	call := &Call{Service: service, Method: method, Args: args, Reply: reply, Done: done}
+	call.mdSink = fleet.ResponseMetadataSink(ctx)
+	if ctx.Done() != nil {
+		// Armed before sending so that a response cannot race past it.
+		call.stop = func() bool { return true }
+	}
+	if err := c.send(ctx, call, service, method, args, false); err != nil {
+		call.Error = err
+		call.stop = nil
+		call.complete()
+		return call
+	}
+	if call.stop != nil {
+		seq := call.seq
+		c.mu.Lock()
+		if _, ok := c.pending[seq]; ok {
+			call.stop = context.AfterFunc(ctx, func() {
+				if c.remove(seq) {
+					call.Error = fleet.FromContextError(ctx.Err())
+					call.stop = nil
+					call.complete()
+				}
+			})
+		}
+		c.mu.Unlock()
+	}
+	return call
+}
+
+// Send sends a oneway call: the server runs it and sends nothing back, not
+// even an error. It returns once the request is queued for writing (nil),
+// or the error that prevented that.
+func (c *Client) Send(ctx context.Context, service, method string, args any) error {
+	return c.send(ctx, nil, service, method, args, true)
+}
+
+// send encodes and queues a request; for two-way calls it registers call
+// as pending first.
+func (c *Client) send(ctx context.Context, call *Call, service, method string, args any, oneway bool) error {
+	c.sendMu.RLock()
+	defer c.sendMu.RUnlock()
+	if c.draining.Load() {
+		return c.notSent(ErrGoingAway)
+	}
+	cdID := c.opts.codec
+	if !c.opts.codecSet {
+		cdID = codec.For(args)
+	}
+	cd := codec.Get(cdID)
+	if cd == nil {
+		return fleet.Errorf(fleet.InvalidArgument, "codec %d is not registered: %w", cdID, ErrNotSent)
+	}
+	h := protocol.Header{Type: protocol.TypeRequest, Codec: byte(cdID)}
+	if oneway {
+		h.Flags |= protocol.FlagOneway
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		d := time.Until(dl)
+		if d <= 0 {
+			return fleet.Errorf(fleet.DeadlineExceeded, "deadline passed before the call was sent: %w", ErrNotSent)
+		}
+		ms := (d + time.Millisecond - 1) / time.Millisecond
+		h.Timeout = uint32(min(ms, 1<<32-1))
+	}
+	md := fleet.OutgoingMetadata(ctx)
+	if c.opts.authToken != "" {
+		if _, ok := md[fleet.AuthKey]; !ok {
+			md = md.Clone()
+			if md == nil {
+				md = fleet.Metadata{}
+			}
+			md[fleet.AuthKey] = c.opts.authToken
+		}
+	}
+	if call != nil {
+		h.Seq = c.seq.Add(1)
+		call.seq = h.Seq
+	}
+	bp := protocol.GetBuffer(1024)
+	buf, start := protocol.BeginFrame((*bp)[:0], &h, service, method, md)
+	p0 := len(buf)
+	buf, err := codec.MarshalAppend(cd, buf, args)
+	if err == nil && c.opts.comp != compress.None && len(buf)-p0 >= c.opts.compressMin {
+		buf, err = c.compress(buf, start, p0)
+	}
+	if err == nil {
+		err = protocol.EndFrame(buf, start, c.opts.limits.MaxFrameSize)
+		if err != nil {
+			err = fleet.Errorf(fleet.ResourceExhausted, "request: %v: %w", err, ErrNotSent)
+		}
+	} else {
+		err = fleet.Errorf(fleet.InvalidArgument, "encode arguments: %v: %w", err, ErrNotSent)
+	}
+	if err == nil && call != nil {
+		c.mu.Lock()
+		if c.err != nil {
+			err = c.notSent(c.err)
+		} else {
+			c.pending[h.Seq] = call
+		}
+		c.mu.Unlock()
+	}
+	if err == nil {
+		if werr := c.w.Write(buf); werr != nil {
+			if call != nil {
+				c.remove(h.Seq)
+			}
+			err = c.notSent(werr)
+		}
+	}
+	*bp = buf
+	protocol.Release(bp)
+	return err
+}
+
+func (c *Client) compress(buf []byte, start, p0 int) ([]byte, error) {
+	comp := compress.Get(c.opts.comp)
+	if comp == nil {
+		return buf, fleet.Errorf(fleet.InvalidArgument, "compression %d is not registered", c.opts.comp)
+	}
+	tp := protocol.GetBuffer(len(buf) - p0)
+	out, err := comp.Compress((*tp)[:0], buf[p0:])
+	if err == nil && len(out) < len(buf)-p0 {
+		buf = append(buf[:p0], out...)
+		buf[start+8] |= byte(protocol.FlagCompressed)
+		buf[start+10] = byte(c.opts.comp)
+	}
+	*tp = out
+	protocol.Release(tp)
+	return buf, err
+}
+
+// notSent marks err as a failure before the request reached the wire.
+func (c *Client) notSent(err error) error {
+	if errors.Is(err, ErrNotSent) {
+		return err
+	}
+	code := fleet.CodeOf(err)
+	if code == fleet.Unknown {
+		code = fleet.Unavailable
+	}
+	msg := err.Error()
+	if fe, ok := err.(*fleet.Error); ok {
+		msg = fe.Message
+	}
+	return &notSentError{fleet.NewError(code, msg), err}
+}
+
+// notSentError carries a code and matches both ErrNotSent and its cause.
+type notSentError struct {
+	e     *fleet.Error
+	cause error
+}
+
+func (e *notSentError) Error() string   { return e.e.Error() }
+func (e *notSentError) Unwrap() []error { return []error{e.e, ErrNotSent, e.cause} }
+
+// remove takes a pending call off the table, reporting whether it was
+// still pending (false: a response or failure is being delivered).
+func (c *Client) remove(seq uint64) bool {
+	c.mu.Lock()
+	_, ok := c.pending[seq]
+	delete(c.pending, seq)
+	c.mu.Unlock()
+	return ok
+}
+
+// finish turns the response frame of a call into its outcome, decoding
+// the reply, and releases the frame's buffer.
+func (c *Client) finish(call *Call) error {
+	if call.respBuf == nil {
+		return call.Error
+	}
+	f := &call.resp
+	defer func() {
+		protocol.Release(call.respBuf)
+		call.respBuf = nil
+		call.resp = protocol.Frame{}
+	}()
+	if f.MetadataLen() > 0 {
+		call.ResponseMetadata = f.Metadata()
+	}
+	if call.mdSink != nil {
+		*call.mdSink = call.ResponseMetadata
+	}
+	if f.Status != 0 {
+		return fleet.NewError(fleet.Code(f.Status), string(f.Payload))
+	}
+	if call.Reply == nil {
+		return nil
+	}
+	payload := f.Payload
+	if f.Flags&protocol.FlagCompressed != 0 {
+		comp := compress.Get(compress.ID(f.Compression))
+		if comp == nil {
+			return fleet.Errorf(fleet.InvalidArgument, "response uses unknown compression %d", f.Compression)
+		}
+		bp := protocol.GetBuffer(len(payload) * 4)
+		out, err := comp.Decompress((*bp)[:0], payload, c.opts.limits.MaxDecompressedSize)
+		defer func() { *bp = out; protocol.Release(bp) }()
+		if err != nil {
+			return fleet.Errorf(fleet.ResourceExhausted, "decompress response: %v", err)
+		}
+		payload = out
+	}
+	cd := codec.Get(codec.ID(f.Codec))
+	if cd == nil {
+		return fleet.Errorf(fleet.InvalidArgument, "response uses unknown codec %d", f.Codec)
+	}
+	if err := cd.Unmarshal(payload, call.Reply); err != nil {
+		return fleet.Errorf(fleet.InvalidArgument, "decode reply: %v", err)
+	}
+	return nil
+}
+
+func (c *Client) readLoop() {
+	for {
+		f, buf, err := c.r.ReadFrame()
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		c.received.Add(1)
+		switch f.Type {
+		case protocol.TypeResponse:
+			c.mu.Lock()
+			call := c.pending[f.Seq]
+			delete(c.pending, f.Seq)
+			c.mu.Unlock()
+			if call == nil { // the caller gave up on it
+				protocol.Release(buf)
+				continue
+			}
+			call.resp, call.respBuf = f, buf
+			if !call.sync {
+				call.Error = c.finish(call)
+			}
+			call.complete()
+		case protocol.TypePing:
+			protocol.Release(buf)
+			var b [protocol.HeaderSize + 3]byte
+			out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypePong, Seq: f.Seq}, "", "", nil, nil, 0)
+			_ = c.w.Write(out)
+		case protocol.TypeGoAway:
+			protocol.Release(buf)
+			if !c.draining.Swap(true) {
+				go c.ackGoAway()
+			}
+		default:
+			protocol.Release(buf)
+		}
+	}
+}
+
+// ackGoAway answers the server's go-away with a go-away of its own once
+// every send that passed its draining check is queued, so the server knows
+// that no request follows it on this connection.
+func (c *Client) ackGoAway() {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	var b [protocol.HeaderSize + 3]byte
+	out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypeGoAway}, "", "", nil, nil, 0)
+	_ = c.w.Write(out)
+}
+
+// Pending returns the number of calls waiting for a response.
+func (c *Client) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending)
+}
+
+// writeLoop runs the writer and the heartbeat.
+func (c *Client) writeLoop() {
+	var last uint64
+	outstanding := false
+	err := c.w.Run(c.opts.heartbeat, func() {
+		if n := c.received.Load(); n != last {
+			last, outstanding = n, false
+			return
+		}
+		if outstanding {
+			c.fail(fleet.NewError(fleet.Unavailable, "heartbeat timeout: the server stopped answering"))
+			return
+		}
+		outstanding = true
+		var b [protocol.HeaderSize + 3]byte
+		out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypePing, Seq: last}, "", "", nil, nil, 0)
+		_ = c.w.Write(out)
+	})
+	if err != nil {
+		c.fail(err)
+	}
+}
+
+// fail stops the client for good: it closes the connection and fails
+// every pending call with an Unavailable error wrapping ErrConnectionLost.
+func (c *Client) fail(cause error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	var err error
+	if errors.Is(cause, ErrClosed) {
+		err = ErrClosed
+	} else {
+		err = fleet.Errorf(fleet.Unavailable, "%v: %w", cause, ErrConnectionLost)
+	}
+	c.err = err
+	pending := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+	c.w.Fail(err)
+	c.nc.Close()
+	close(c.done)
+	callErr := err
+	if err == ErrClosed {
+		callErr = fleet.Errorf(fleet.Unavailable, "client closed: %w", ErrConnectionLost)
+	}
+	for _, call := range pending {
+		call.Error = callErr
+		call.complete()
+	}
+}
+
+// Close closes the connection; pending calls fail with Unavailable. It
+// returns nil, also when called again.
+func (c *Client) Close() error {
+	c.fail(ErrClosed)
+	return nil
+}
+
+// Done is closed when the client has stopped (closed, or its connection
+// broke).
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err returns why the client stopped, or nil while it works.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Draining reports whether the server announced shutdown (go-away): the
+// client then refuses new calls with ErrGoingAway.
+func (c *Client) Draining() bool { return c.draining.Load() }
+
+// RemoteAddr returns the server's address.
+func (c *Client) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }

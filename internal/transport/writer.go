@@ -1,0 +1,181 @@
+// Package transport holds what Fleet's server and client share on a
+// connection: the coalescing frame writer.
+package transport
+
+import (
+	"net"
+	"sync"
+	"time"
+)
+
+// Writer owns the write side of a connection. Many goroutines hand it
+// encoded frames with Write; one goroutine (Run) writes everything queued
+// since its last write in a single syscall, so concurrent calls are
+// coalesced instead of costing a syscall each.
+//
+// Queued bytes are bounded by MaxPending: writers block while the queue is
+// over it, so a peer that stops reading cannot make us buffer without
+// limit.
+type Writer struct {
+	conn         net.Conn
+	writeTimeout time.Duration
+	maxPending   int
+
+	mu      sync.Mutex
+	room    sync.Cond // signalled when the queue drains or the writer fails
+	buf     []byte
+	spare   []byte
+	err     error
+	closing bool // flush what is queued, then stop
+
+	wake chan struct{}
+	done chan struct{}
+}
+
+// DefaultMaxPending is the default bound on queued bytes: 4 MiB.
+const DefaultMaxPending = 4 << 20
+
+// NewWriter returns a writer for conn. writeTimeout bounds each write
+// syscall (0: none); maxPending bounds queued bytes (0: DefaultMaxPending).
+func NewWriter(conn net.Conn, writeTimeout time.Duration, maxPending int) *Writer {
+	if maxPending <= 0 {
+		maxPending = DefaultMaxPending
+	}
+	w := &Writer{
+		conn:         conn,
+		writeTimeout: writeTimeout,
+		maxPending:   maxPending,
+		buf:          make([]byte, 0, 16<<10),
+		spare:        make([]byte, 0, 16<<10),
+		wake:         make(chan struct{}, 1),
+		done:         make(chan struct{}),
+	}
+	w.room.L = &w.mu
+	return w
+}
+
+// Write queues a copy of frame. It blocks while the queue is over its bound
+// and returns the writer's error once it has failed or been closed.
+func (w *Writer) Write(frame []byte) error {
+	w.mu.Lock()
+	for len(w.buf) >= w.maxPending && w.err == nil {
+		w.room.Wait()
+	}
+	if w.err != nil {
+		err := w.err
+		w.mu.Unlock()
+		return err
+	}
+	first := len(w.buf) == 0
+	w.buf = append(w.buf, frame...)
+	w.mu.Unlock()
+	if first {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// Run writes queued frames until the writer fails or is closed. onTick, if
+// not nil, is called every tick (a heartbeat hook); tick 0 disables it. Run
+// returns the error that stopped it; it does not close the connection.
+func (w *Writer) Run(tick time.Duration, onTick func()) error {
+	defer close(w.done)
+	var tc <-chan time.Time
+	if tick > 0 && onTick != nil {
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		tc = t.C
+	}
+	for {
+		select {
+		case <-w.wake:
+		case <-tc:
+			onTick()
+			continue
+		}
+		w.mu.Lock()
+		b := w.buf
+		w.buf = w.spare[:0]
+		closing := w.closing
+		if w.err != nil && !closing {
+			w.mu.Unlock()
+			return w.err
+		}
+		w.room.Broadcast()
+		w.mu.Unlock()
+		if len(b) > 0 {
+			if w.writeTimeout > 0 {
+				_ = w.conn.SetWriteDeadline(time.Now().Add(w.writeTimeout))
+			}
+			if _, err := w.conn.Write(b); err != nil {
+				w.fail(err)
+				return err
+			}
+		}
+		if cap(b) <= 1<<20 {
+			w.spare = b[:0]
+		} else {
+			w.spare = make([]byte, 0, 16<<10)
+		}
+		if closing {
+			w.mu.Lock()
+			empty := len(w.buf) == 0
+			w.mu.Unlock()
+			if empty {
+				return w.err
+			}
+			w.kick()
+		}
+	}
+}
+
+func (w *Writer) kick() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// fail records err (if none is recorded yet) and releases blocked writers.
+func (w *Writer) fail(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.room.Broadcast()
+	w.mu.Unlock()
+}
+
+// Fail stops the writer with err without flushing; later Writes return err.
+func (w *Writer) Fail(err error) {
+	w.fail(err)
+	w.kick()
+}
+
+// CloseAndFlush refuses further Writes (they return err), writes what is
+// already queued, and waits until that is done or timeout passes. It
+// reports whether everything queued was written.
+func (w *Writer) CloseAndFlush(err error, timeout time.Duration) bool {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+		w.closing = true
+	}
+	w.room.Broadcast()
+	w.mu.Unlock()
+	w.kick()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-w.done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// Done is closed when Run has returned.
+func (w *Writer) Done() <-chan struct{} { return w.done }

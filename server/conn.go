@@ -1,0 +1,396 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"reflect"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleetrpc/fleet"
+	"github.com/fleetrpc/fleet/codec"
+	"github.com/fleetrpc/fleet/compress"
+	"github.com/fleetrpc/fleet/internal/transport"
+	"github.com/fleetrpc/fleet/protocol"
+)
+
+// conn is one served connection: a read loop on the serving goroutine,
+// handlers on their own goroutines, and a coalescing writer.
+type conn struct {
+	s       *Server
+	nc      net.Conn
+	r       *protocol.Reader
+	w       *transport.Writer
+	ctx     context.Context // cancelled when the connection ends
+	cancel  context.CancelFunc
+	remote  net.Addr
+	local   net.Addr
+	active  atomic.Int64
+	closing sync.Once
+	acked   chan struct{} // closed when the client answers our go-away
+	ackOnce sync.Once
+}
+
+// task is one request handed to a handler goroutine or worker.
+type task struct {
+	c   *conn
+	m   *methodType
+	f   protocol.Frame
+	buf *[]byte
+}
+
+func (s *Server) serveConn(nc net.Conn) {
+	for _, h := range s.hooks.accept {
+		var ok bool
+		if nc, ok = h.OnConnAccept(nc); !ok {
+			nc.Close()
+			return
+		}
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr(), local: nc.LocalAddr(), acked: make(chan struct{})}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.r = protocol.NewReader(nc, s.opts.readBuf, s.opts.limits)
+	c.w = transport.NewWriter(nc, s.opts.writeTimeout, 0)
+	s.mu.Lock()
+	if s.shutdown.Load() {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	go func() {
+		if err := c.w.Run(0, nil); err != nil {
+			c.nc.Close() // unblocks the read loop
+		}
+	}()
+	c.readLoop()
+	c.close(false)
+}
+
+func (c *conn) readLoop() {
+	s := c.s
+	idle := s.opts.idleTimeout
+	var deadlineSet time.Time
+	for {
+		for _, h := range s.hooks.preRead {
+			if err := h.PreReadRequest(c.ctx); err != nil {
+				return
+			}
+		}
+		if idle > 0 {
+			// Refresh the read deadline lazily: at most twice per period.
+			if now := time.Now(); now.Sub(deadlineSet) > idle/2 {
+				deadlineSet = now
+				_ = c.nc.SetReadDeadline(now.Add(idle))
+			}
+		}
+		f, buf, err := c.r.ReadFrame()
+		if err != nil {
+			if fleet.CodeOf(err) != fleet.Unknown {
+				s.opts.logger.Debug("fleet server: closing connection", "remote", c.remote, "err", err)
+			}
+			return
+		}
+		switch f.Type {
+		case protocol.TypeRequest:
+			c.dispatch(f, buf)
+		case protocol.TypePing:
+			var b [protocol.HeaderSize + 3]byte
+			out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypePong, Seq: f.Seq}, "", "", nil, nil, 0)
+			protocol.Release(buf)
+			_ = c.w.Write(out)
+		case protocol.TypeGoAway:
+			// The client's answer to our go-away: it sends nothing more.
+			protocol.Release(buf)
+			c.ackOnce.Do(func() { close(c.acked) })
+		default:
+			protocol.Release(buf) // pongs and stray responses
+		}
+	}
+}
+
+// dispatch routes one request: refused at once (shutdown, unknown method,
+// over the cap) or handed to a handler.
+func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
+	s := c.s
+	oneway := f.Flags&protocol.FlagOneway != 0
+	var refuse error
+	var m *methodType
+	if s.shutdown.Load() {
+		refuse = errShuttingDown
+	} else if svc := (*s.services.Load())[string(f.Service)]; svc == nil {
+		refuse = unknown(f.Service, f.Method, false)
+	} else if m = svc.methods[string(f.Method)]; m == nil {
+		refuse = unknown(f.Service, f.Method, true)
+	} else if max := s.opts.maxPerConn; max > 0 && c.active.Load() >= int64(max) {
+		refuse = fleet.Errorf(fleet.ResourceExhausted, "more than %d concurrent calls on one connection", max)
+	}
+	if refuse != nil {
+		seq, cd := f.Seq, f.Codec
+		protocol.Release(buf)
+		if !oneway {
+			c.respond(seq, cd, 0, nil, refuse, nil)
+		}
+		return
+	}
+	c.active.Add(1)
+	s.inflight.Add(1)
+	s.calls.Add(1)
+	t := task{c: c, m: m, f: f, buf: buf}
+	if s.tasks != nil {
+		defer func() { _ = recover() }() // the pool closed under us: Close raced
+		s.tasks <- t
+		return
+	}
+	go t.run()
+}
+
+func (s *Server) worker() {
+	for t := range s.tasks {
+		t.run()
+	}
+}
+
+// callCtx is a handler's context: the connection's (or the deadline's)
+// context plus the call's info, in one allocation.
+type callCtx struct {
+	context.Context
+	info fleet.CallInfo
+}
+
+func (c *callCtx) Value(key any) any {
+	if key == fleet.CallInfoKey {
+		return &c.info
+	}
+	return c.Context.Value(key)
+}
+
+func (t *task) run() {
+	c, m, f := t.c, t.m, &t.f
+	s := c.s
+	defer func() {
+		c.active.Add(-1)
+		s.inflight.Add(-1)
+	}()
+	oneway := f.Flags&protocol.FlagOneway != 0
+	cctx := &callCtx{Context: c.ctx}
+	cctx.info = fleet.CallInfo{
+		Service: m.service, Method: m.name, Metadata: f.Metadata(),
+		RemoteAddr: c.remote, LocalAddr: c.local, Oneway: oneway,
+	}
+	if f.Timeout > 0 {
+		var cancel context.CancelFunc
+		cctx.Context, cancel = context.WithTimeout(c.ctx, time.Duration(f.Timeout)*time.Millisecond)
+		defer cancel()
+	}
+	ctx := context.Context(cctx)
+	seq, cdID := f.Seq, f.Codec
+	var compID compress.ID
+	if f.Flags&protocol.FlagCompressed != 0 {
+		compID = compress.ID(f.Compression)
+	}
+
+	args := reflect.New(m.argType)
+	reply := reflect.New(m.replyType)
+	err := c.decode(f, args.Interface())
+	protocol.Release(t.buf)
+	t.buf = nil
+
+	if err == nil && s.opts.auth != nil {
+		if aerr := s.opts.auth(ctx, &cctx.info, cctx.info.Metadata[fleet.AuthKey]); aerr != nil {
+			err = asCode(aerr, fleet.Unauthenticated)
+		}
+	}
+	if err == nil {
+		for _, h := range s.hooks.postRead {
+			if err = h.PostReadRequest(ctx, &cctx.info); err != nil {
+				break
+			}
+		}
+	}
+	var replyV any
+	if err == nil {
+		if len(s.opts.interceptors) > 0 {
+			replyV = reply.Interface()
+			err = s.intercept(ctx, &cctx.info, m, args.Interface(), replyV)
+		} else {
+			err = s.safeCall(ctx, m, args, reply)
+		}
+	}
+	if len(s.hooks.preWrite) > 0 {
+		if replyV == nil {
+			replyV = reply.Interface()
+		}
+		for _, h := range s.hooks.preWrite {
+			err = h.PreWriteResponse(ctx, &cctx.info, replyV, err)
+		}
+	}
+	if oneway {
+		return
+	}
+	if replyV == nil && err == nil {
+		replyV = reply.Interface()
+	}
+	werr := c.respond(seq, cdID, compID, replyV, err, cctx.info.ResponseMetadata)
+	for _, h := range s.hooks.postWrite {
+		h.PostWriteResponse(ctx, &cctx.info, werr)
+	}
+}
+
+// decode decompresses and unmarshals a request's payload into args.
+func (c *conn) decode(f *protocol.Frame, args any) error {
+	cd := codec.Get(codec.ID(f.Codec))
+	if cd == nil {
+		return fleet.Errorf(fleet.InvalidArgument, "unknown codec %d", f.Codec)
+	}
+	payload := f.Payload
+	if f.Flags&protocol.FlagCompressed != 0 {
+		comp := compress.Get(compress.ID(f.Compression))
+		if comp == nil {
+			return fleet.Errorf(fleet.InvalidArgument, "unknown compression %d", f.Compression)
+		}
+		bp := protocol.GetBuffer(len(payload) * 4)
+		out, err := comp.Decompress((*bp)[:0], payload, c.s.opts.limits.MaxDecompressedSize)
+		defer func() { *bp = out; protocol.Release(bp) }()
+		if err != nil {
+			return fleet.Errorf(fleet.ResourceExhausted, "decompress request: %v", err)
+		}
+		payload = out
+	}
+	if err := cd.Unmarshal(payload, args); err != nil {
+		return fleet.Errorf(fleet.InvalidArgument, "decode arguments: %v", err)
+	}
+	return nil
+}
+
+func (s *Server) intercept(ctx context.Context, info *fleet.CallInfo, m *methodType, args, reply any) error {
+	next := Handler(func(ctx context.Context, args, reply any) error {
+		return s.safeCall(ctx, m, reflect.ValueOf(args), reflect.ValueOf(reply))
+	})
+	ics := s.opts.interceptors
+	for i := len(ics) - 1; i >= 0; i-- {
+		ic, inner := ics[i], next
+		next = func(ctx context.Context, args, reply any) error { return ic(ctx, info, args, reply, inner) }
+	}
+	return next(ctx, args, reply)
+}
+
+// safeCall runs the handler and turns a panic into an Internal error.
+func (s *Server) safeCall(ctx context.Context, m *methodType, args, reply reflect.Value) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			buf := make([]byte, 4096)
+			buf = buf[:runtime.Stack(buf, false)]
+			// Logged once per panic: a panic is a bug, not traffic.
+			s.opts.logger.Error("fleet server: handler panic", "service", m.service, "method", m.name, "panic", fmt.Sprint(p), "stack", string(buf))
+			err = fleet.Errorf(fleet.Internal, "panic in %s.%s: %v", m.service, m.name, p)
+		}
+	}()
+	return m.call(ctx, args, reply)
+}
+
+// asCode returns err as a *fleet.Error, with code when err carries none.
+func asCode(err error, code fleet.Code) error {
+	if c := fleet.CodeOf(err); c != fleet.Unknown {
+		return err
+	}
+	return fleet.WrapError(code, err)
+}
+
+// respond encodes and queues a response: reply on success, err otherwise.
+func (c *conn) respond(seq uint64, cdID byte, compID compress.ID, reply any, err error, md fleet.Metadata) error {
+	bp := protocol.GetBuffer(1024)
+	buf := *bp
+	defer func() { *bp = buf; protocol.Release(bp) }()
+	h := protocol.Header{Type: protocol.TypeResponse, Codec: cdID, Seq: seq}
+	var start int
+	if err == nil {
+		buf, start = protocol.BeginFrame(buf[:0], &h, "", "", md)
+		p0 := len(buf)
+		cd := codec.Get(codec.ID(cdID))
+		var merr error
+		buf, merr = codec.MarshalAppend(cd, buf, reply)
+		if merr != nil {
+			err = fleet.Errorf(fleet.Internal, "encode reply: %v", merr)
+		} else if compID != compress.None && len(buf)-p0 >= c.s.opts.compressMin {
+			buf = compressInPlace(buf, start, p0, compID)
+		}
+		if err == nil {
+			if ferr := protocol.EndFrame(buf, start, c.s.opts.limits.MaxFrameSize); ferr != nil {
+				err = fleet.Errorf(fleet.ResourceExhausted, "reply too large: %v", ferr)
+			}
+		}
+	}
+	if err != nil {
+		msg := err.Error()
+		if fe, ok := err.(*fleet.Error); ok {
+			msg = fe.Message
+		}
+		h.Status = byte(fleet.CodeOf(err))
+		if h.Status == byte(fleet.OK) {
+			h.Status = byte(fleet.Unknown)
+		}
+		if len(msg) > 64<<10 {
+			msg = msg[:64<<10]
+		}
+		buf, start = protocol.BeginFrame(buf[:0], &h, "", "", md)
+		buf = append(buf, msg...)
+		if ferr := protocol.EndFrame(buf, start, c.s.opts.limits.MaxFrameSize); ferr != nil {
+			buf, _ = protocol.AppendFrame(buf[:0], &h, "", "", nil, []byte("error response too large"), 0)
+		}
+	}
+	return c.w.Write(buf)
+}
+
+// compressInPlace replaces the payload at buf[p0:] with its compressed
+// form and flags the header, when compression makes it smaller.
+func compressInPlace(buf []byte, start, p0 int, id compress.ID) []byte {
+	comp := compress.Get(id)
+	if comp == nil {
+		return buf
+	}
+	tp := protocol.GetBuffer(len(buf) - p0)
+	out, err := comp.Compress((*tp)[:0], buf[p0:])
+	if err == nil && len(out) < len(buf)-p0 {
+		buf = append(buf[:p0], out...)
+		buf[start+8] |= byte(protocol.FlagCompressed)
+		buf[start+10] = byte(id)
+	}
+	*tp = out
+	protocol.Release(tp)
+	return buf
+}
+
+// goAway tells the client to send no new calls on this connection.
+func (c *conn) goAway() {
+	var b [protocol.HeaderSize + 3]byte
+	out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypeGoAway}, "", "", nil, nil, 0)
+	_ = c.w.Write(out)
+}
+
+// close ends the connection once: with flush, queued responses are
+// written first (bounded by a second).
+func (c *conn) close(flush bool) {
+	c.closing.Do(func() {
+		if flush {
+			c.w.CloseAndFlush(errClosed, time.Second)
+		} else {
+			c.w.Fail(errClosed)
+		}
+		c.nc.Close()
+		c.cancel()
+		c.s.mu.Lock()
+		delete(c.s.conns, c)
+		c.s.mu.Unlock()
+		for _, h := range c.s.hooks.closed {
+			h.OnConnClose(c.nc)
+		}
+	})
+}

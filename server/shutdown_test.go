@@ -1,0 +1,147 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleetrpc/fleet"
+	"github.com/fleetrpc/fleet/client"
+	"github.com/fleetrpc/fleet/internal/testutil"
+	"github.com/fleetrpc/fleet/server"
+	"go.uber.org/goleak"
+)
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// TestShutdownUnderLoadLosesNothing: 50 callers keep calling a handler
+// that takes a few milliseconds while the server shuts down. Every call the
+// server ran is answered with success; every other call fails with an
+// error that says it was not run (ShuttingDown or not sent), never with a
+// lost connection.
+func TestShutdownUnderLoadLosesNothing(t *testing.T) {
+	var handled atomic.Int64
+	srv := server.New()
+	srv.RegisterFunction("S", "Work", func(ctx context.Context, in *Msg, out *Msg) error {
+		time.Sleep(3 * time.Millisecond)
+		handled.Add(1)
+		out.S = in.S
+		return nil
+	})
+	addr := testutil.Serve(t, srv)
+	clients := make([]*client.Client, 4)
+	for i := range clients {
+		clients[i] = dial(t, addr)
+	}
+	var ok, refused atomic.Int64
+	var mu sync.Mutex
+	var other []error
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func(c *client.Client) {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				err := c.Call(context.Background(), "S", "Work", &Msg{"x"}, &Msg{})
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case fleet.CodeOf(err) == fleet.ShuttingDown || errors.Is(err, client.ErrNotSent):
+					refused.Add(1)
+				default:
+					mu.Lock()
+					other = append(other, err)
+					mu.Unlock()
+				}
+			}
+		}(clients[i%len(clients)])
+	}
+	time.Sleep(100 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	close(stop)
+	wg.Wait()
+	if len(other) > 0 {
+		t.Fatalf("%d calls lost: first %v", len(other), other[0])
+	}
+	if ok.Load() == 0 || ok.Load() != handled.Load() {
+		t.Fatalf("%d calls succeeded, %d handled", ok.Load(), handled.Load())
+	}
+	t.Logf("%d calls served, %d refused as not run", ok.Load(), refused.Load())
+}
+
+func TestShutdownReturnsAtDeadlineWithStuckHandler(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	srv := server.New()
+	started := make(chan struct{})
+	srv.RegisterFunction("S", "Stuck", func(ctx context.Context, in *Msg, out *Msg) error {
+		close(started)
+		<-release
+		return nil
+	})
+	addr := testutil.Serve(t, srv)
+	c := dial(t, addr)
+	call := c.Go(context.Background(), "S", "Stuck", &Msg{}, &Msg{}, nil)
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := srv.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown = %v, want DeadlineExceeded", err)
+	}
+	select {
+	case <-call.Done:
+		if fleet.CodeOf(call.Error) != fleet.Unavailable {
+			t.Fatalf("stuck call: %v", call.Error)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("stuck call not failed after forced shutdown")
+	}
+}
+
+// TestGoroutinesReturnToBaseline: after clients close, every goroutine the
+// server and clients started is gone.
+func TestGoroutinesReturnToBaseline(t *testing.T) {
+	base := goleak.IgnoreCurrent()
+	srv := server.New()
+	srv.RegisterName("Svc", &Svc{})
+	addr := testutil.Serve(t, srv)
+	func() {
+		var cs []*client.Client
+		for i := 0; i < 10; i++ {
+			c, err := client.Dial(context.Background(), "tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs = append(cs, c)
+			var wg sync.WaitGroup
+			for j := 0; j < 20; j++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c.Call(context.Background(), "Svc", "Echo", &Msg{"x"}, &Msg{})
+				}()
+			}
+			wg.Wait()
+		}
+		for _, c := range cs {
+			c.Close()
+		}
+	}()
+	// The server's accept loop is the only goroutine left of this test.
+	goleak.VerifyNone(t, base, goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
+}
