@@ -265,7 +265,7 @@ func (c *Client) send(ctx context.Context, call *Call, service, method string, a
 	c.sendMu.RLock()
 	defer c.sendMu.RUnlock()
 	if c.draining.Load() {
-		return c.notSent(ErrGoingAway)
+		return notSent(ErrGoingAway)
 	}
 	cdID := c.opts.codec
 	if !c.opts.codecSet {
@@ -319,7 +319,7 @@ func (c *Client) send(ctx context.Context, call *Call, service, method string, a
 	if err == nil && call != nil {
 		c.mu.Lock()
 		if c.err != nil {
-			err = c.notSent(c.err)
+			err = notSent(c.err)
 		} else {
 			c.pending[h.Seq] = call
 		}
@@ -330,7 +330,7 @@ func (c *Client) send(ctx context.Context, call *Call, service, method string, a
 			if call != nil {
 				c.remove(h.Seq)
 			}
-			err = c.notSent(werr)
+			err = notSent(werr)
 		}
 	}
 	*bp = buf
@@ -356,7 +356,7 @@ func (c *Client) compress(buf []byte, start, p0 int) ([]byte, error) {
 }
 
 // notSent marks err as a failure before the request reached the wire.
-func (c *Client) notSent(err error) error {
+func notSent(err error) error {
 	if errors.Is(err, ErrNotSent) {
 		return err
 	}

@@ -32,7 +32,8 @@ type Server struct {
 	conns     map[*conn]struct{}
 	onStop    []func(context.Context)
 
-	shutdown atomic.Bool
+	shutdown atomic.Bool  // refusing new calls and connections
+	stopping bool         // Shutdown or Close began; guarded by mu
 	inflight atomic.Int64 // handlers running, all connections
 	calls    atomic.Uint64
 	tasks    chan task
@@ -251,17 +252,24 @@ func (s *Server) OnShutdown(fn func(ctx context.Context)) {
 // handlers still running then see their contexts cancelled.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	if s.shutdown.Swap(true) {
+	if s.stopping {
 		s.mu.Unlock()
-		<-s.stopped
-		return nil
+		select {
+		case <-s.stopped:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
+	s.stopping = true
 	stops := s.onStop
 	s.mu.Unlock()
+	// Still serving normally: deregistration lets clients move away first.
 	for _, fn := range stops {
 		fn(ctx)
 	}
 	s.mu.Lock()
+	s.shutdown.Store(true)
 	for l := range s.listeners {
 		l.Close()
 	}
@@ -294,6 +302,7 @@ wait:
 // running handlers (their contexts are cancelled).
 func (s *Server) Close() error {
 	s.mu.Lock()
+	s.stopping = true
 	s.shutdown.Store(true)
 	for l := range s.listeners {
 		l.Close()

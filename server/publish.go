@@ -1,0 +1,85 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/fleetrpc/fleet/registry"
+)
+
+// PublishConfig tunes Publish. The zero value works.
+type PublishConfig struct {
+	// LoadInterval is how often the server's load (in-flight calls,
+	// calls per second) is written into its registry record. Default 5 s;
+	// negative disables load reports.
+	LoadInterval time.Duration
+	// DrainDelay is how long Shutdown keeps serving normally after
+	// deregistering, so that clients see the record vanish and stop
+	// choosing this server before it refuses calls. Default 1 s.
+	DrainDelay time.Duration
+}
+
+// Publish registers inst with reg (the registrar keeps the record alive),
+// writes the server's load into the record every LoadInterval, and makes
+// Shutdown deregister it first, then wait DrainDelay while still serving,
+// before it stops accepting. inst.Addr must be the address clients dial.
+// It returns the registrar's error when the first registration fails.
+func (s *Server) Publish(ctx context.Context, reg registry.Registrar, inst registry.Instance, cfg PublishConfig) error {
+	if cfg.LoadInterval == 0 {
+		cfg.LoadInterval = 5 * time.Second
+	}
+	if cfg.DrainDelay == 0 {
+		cfg.DrainDelay = time.Second
+	}
+	if err := reg.Register(ctx, inst); err != nil {
+		return err
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if cfg.LoadInterval < 0 {
+			select {
+			case <-stop:
+			case <-s.stopped: // closed without Shutdown
+			}
+			return
+		}
+		t := time.NewTicker(cfg.LoadInterval)
+		defer t.Stop()
+		_, lastCalls := s.Load()
+		last := time.Now()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-s.stopped:
+				return
+			case now := <-t.C:
+				inflight, calls := s.Load()
+				in := inst
+				in.Load = registry.Load{InFlight: inflight, CallsPerSecond: float64(calls-lastCalls) / now.Sub(last).Seconds()}
+				lastCalls, last = calls, now
+				uctx, cancel := context.WithTimeout(context.Background(), cfg.LoadInterval)
+				if err := reg.Update(uctx, in); err != nil {
+					s.opts.logger.Warn("fleet server: publishing load", "service", inst.Service, "err", err)
+				}
+				cancel()
+			}
+		}
+	}()
+	s.OnShutdown(func(ctx context.Context) {
+		close(stop)
+		<-done
+		if err := reg.Deregister(ctx, inst); err != nil {
+			s.opts.logger.Warn("fleet server: deregistering", "service", inst.Service, "err", err)
+		}
+		t := time.NewTimer(cfg.DrainDelay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	})
+	return nil
+}
