@@ -51,7 +51,7 @@ const (
 // Load is what a server reports of its current work, published into its
 // registry entry at an interval so clients can prefer the least loaded.
 type Load struct {
-	InFlight       int64   `json:"inflight"`        // calls being handled now
+	InFlight       int64   `json:"inflight"`         // calls being handled now
 	CallsPerSecond float64 `json:"calls_per_second"` // over the last reporting interval
 }
 
