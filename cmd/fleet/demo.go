@@ -6,13 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/client"
 	"github.com/fleetrpc/fleet/internal/benchpb"
 	"github.com/fleetrpc/fleet/internal/demo"
+	"github.com/fleetrpc/fleet/registry"
+	"github.com/fleetrpc/fleet/selector"
 	"github.com/fleetrpc/fleet/server"
 	"github.com/spf13/cobra"
 )
@@ -20,67 +26,189 @@ import (
 type demoFlags struct {
 	calls, callers int
 	json           bool
+	selector       string
+	failMode       string
+	registry       string
+	noKill         bool
 }
 
 func init() {
 	var f demoFlags
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Serve Arith and Hello on loopback and drive them with concurrent callers",
-		Long: `demo starts a Fleet server on 127.0.0.1 with the services Arith (Add, Mul,
-Div; net/rpc form) and Hello.Say (the 581-byte BenchmarkMessage), checks the
-Arith methods, then makes --calls calls of Hello.Say from --callers concurrent
-callers, checks every reply, and prints calls, errors, calls/s and latency.
-The exit status is 1 if any call failed.`,
+		Short: "Three servers in a registry, a client that survives one of them crashing",
+		Long: `demo is Fleet end to end on loopback. It starts a registry (an in-process
+etcd, or the one --registry names), three servers with the services Arith
+(Add, Mul, Div; net/rpc form) and Hello.Say (the 581-byte BenchmarkMessage)
+registering into it with weights 1, 2 and 3, and a client that discovers
+them. The client checks Arith, then makes --calls calls of Hello.Say from
+--callers concurrent callers, checking every reply. A third of the way
+through, one server is killed abruptly: listener and connections closed,
+no deregistration. It prints calls, errors, calls/s, latency and the calls
+each server served. The exit status is 1 if any call failed.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runDemo(cmd.Context(), f, os.Stdout, os.Stderr) },
 	}
-	cmd.Flags().IntVarP(&f.calls, "calls", "n", 100_000, "number of Hello.Say calls")
-	cmd.Flags().IntVarP(&f.callers, "callers", "c", 100, "concurrent callers")
-	cmd.Flags().BoolVar(&f.json, "json", false, "print the result as one JSON object")
+	fl := cmd.Flags()
+	fl.IntVarP(&f.calls, "calls", "n", 100_000, "number of Hello.Say calls")
+	fl.IntVarP(&f.callers, "callers", "c", 100, "concurrent callers")
+	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object")
+	fl.StringVar(&f.selector, "selector", "weighted", "selector: "+strings.Join(selector.Names(), ", "))
+	fl.StringVar(&f.failMode, "failmode", "failover", "fail mode: failover, failfast, failtry, failbackup")
+	fl.StringVar(&f.registry, "registry", "", "external registry URL (etcd://, zookeeper://, redis://, nats://host:port); default: an in-process etcd")
+	fl.BoolVar(&f.noKill, "no-kill", false, "do not kill a server during the run")
 	rootCmd.AddCommand(cmd)
+}
+
+// demoServer is one of the demo's servers.
+type demoServer struct {
+	srv   *server.Server
+	reg   registry.Registrar
+	hello *demo.Hello
+	addr  string
+	done  chan struct{}
+}
+
+func startDemoServer(ctx context.Context, b *registryBackend, weight int) (*demoServer, error) {
+	d := &demoServer{srv: server.New(server.WithLogger(quietLogger())), hello: &demo.Hello{}, done: make(chan struct{})}
+	if err := d.srv.Register(demo.Arith{}); err != nil {
+		return nil, err
+	}
+	if err := d.srv.Register(d.hello); err != nil {
+		return nil, err
+	}
+	lis, err := d.srv.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	d.addr = lis.Addr().String()
+	go func() { defer close(d.done); d.srv.Serve(lis) }()
+	if d.reg, err = b.newRegistrar(); err != nil {
+		d.srv.Close()
+		return nil, err
+	}
+	for _, svc := range []string{"Hello", "Arith"} {
+		in := registry.Instance{Service: svc, Addr: d.addr, Weight: weight, Group: "demo", Version: "1"}
+		if err := d.srv.Publish(ctx, d.reg, in, server.PublishConfig{LoadInterval: time.Second, DrainDelay: 300 * time.Millisecond}); err != nil {
+			d.srv.Close()
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// kill stops the server as a crash would: no deregistration, the
+// registry record lives until its TTL runs out.
+func (d *demoServer) kill() {
+	d.srv.Close()
+	d.reg.Close()
 }
 
 func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	srv := server.New()
-	if err := srv.Register(demo.Arith{}); err != nil {
-		return err
-	}
-	hello := &demo.Hello{}
-	if err := srv.Register(hello); err != nil {
-		return err
-	}
-	lis, err := srv.Listen("tcp", "127.0.0.1:0")
+	sel, err := selector.New(f.selector, selector.Config{})
 	if err != nil {
 		return err
 	}
-	go srv.Serve(lis)
+	mode, err := client.ParseFailMode(f.failMode)
+	if err != nil {
+		return err
+	}
+	b, err := openRegistry(f.registry)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+
+	var servers []*demoServer
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		srv.Shutdown(sctx)
+		for _, d := range servers {
+			d.srv.Shutdown(sctx)
+			d.reg.Close()
+		}
 	}()
-	c, err := client.Dial(ctx, "tcp", lis.Addr().String())
+	for w := 1; w <= 3; w++ {
+		d, err := startDemoServer(ctx, b, w)
+		if err != nil {
+			return err
+		}
+		servers = append(servers, d)
+	}
+
+	xopts := []client.XOption{client.WithFailMode(mode), client.WithIdempotent("Say", "Add", "Mul", "Div"),
+		client.WithFilters(selector.ByGroup("demo"))}
+	arith, err := client.NewXClient("Arith", b.discovery, xopts...)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-
-	if err := checkArith(ctx, c.Call); err != nil {
+	defer arith.Close()
+	x, err := client.NewXClient("Hello", b.discovery, append(xopts, client.WithSelector(sel))...)
+	if err != nil {
 		return err
 	}
+	defer x.Close()
+	if err := waitServers(ctx, x, len(servers)); err != nil {
+		return err
+	}
+	if err := checkArith(ctx, func(ctx context.Context, _, method string, args, reply any) error {
+		return arith.Call(ctx, method, args, reply)
+	}); err != nil {
+		return err
+	}
+
+	if !f.json {
+		fmt.Fprintf(stderr, "registry: %s; servers: %s (weights 1, 2, 3); selector %s, fail mode %s\n",
+			b.name, strings.Join(x.Servers(), ", "), f.selector, f.failMode)
+	}
+	victim := servers[1]
+	var killOnce sync.Once
+	killAt := int64(f.calls / 3)
+	prog := progress(stderr, f.calls, f.json)
 	args := benchpb.New()
 	res := demo.Run(ctx, f.calls, f.callers, func(ctx context.Context) error {
 		var reply benchpb.BenchmarkMessage
-		if err := c.Call(ctx, "Hello", "Say", args, &reply); err != nil {
+		if err := x.Call(ctx, "Say", args, &reply); err != nil {
 			return err
 		}
 		return demo.CheckReply(args, &reply)
-	}, progress(stderr, f.calls, f.json))
-	return report(stdout, res, f.json, lis.Addr().String())
+	}, func(done int64) {
+		if !f.noKill && done == killAt {
+			killOnce.Do(func() {
+				victim.kill()
+				if !f.json {
+					fmt.Fprintf(stderr, "\rkilled %s after %d calls\n", victim.addr, done)
+				}
+			})
+		}
+		if prog != nil {
+			prog(done)
+		}
+	})
+	res.PerServer = map[string]int64{}
+	for _, d := range servers {
+		res.PerServer[d.addr] = d.hello.Served.Load()
+	}
+	return report(stdout, res, f.json, b.name)
 }
+
+// waitServers waits until the client lists n servers (bounded by 10 s).
+func waitServers(ctx context.Context, x *client.XClient, n int) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for len(x.Servers()) < n {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("discovery lists %d of %d servers after 10s", len(x.Servers()), n)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 type callFunc func(ctx context.Context, service, method string, args, reply any) error
 
@@ -131,7 +259,7 @@ func report(w io.Writer, res demo.Result, asJSON bool, where string) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(w, "server:       %s\n", where)
+		fmt.Fprintf(w, "registry:     %s\n", where)
 		fmt.Fprintf(w, "calls:        %d\n", res.Calls)
 		fmt.Fprintf(w, "errors:       %d\n", res.Errors)
 		if res.FirstError != "" {
@@ -140,8 +268,13 @@ func report(w io.Writer, res demo.Result, asJSON bool, where string) error {
 		fmt.Fprintf(w, "elapsed:      %v\n", res.Elapsed.Round(time.Millisecond))
 		fmt.Fprintf(w, "calls/s:      %.0f\n", res.CallsPerSecond)
 		fmt.Fprintf(w, "latency (ms): mean %.3f  p50 %.3f  p99 %.3f  max %.3f\n", res.Latency.Mean, res.Latency.P50, res.Latency.P99, res.Latency.Max)
-		for addr, n := range res.PerServer {
-			fmt.Fprintf(w, "  %-22s %d calls\n", addr, n)
+		addrs := make([]string, 0, len(res.PerServer))
+		for addr := range res.PerServer {
+			addrs = append(addrs, addr)
+		}
+		sort.Strings(addrs)
+		for _, addr := range addrs {
+			fmt.Fprintf(w, "  served by %-22s %d calls\n", addr, res.PerServer[addr])
 		}
 	}
 	if res.Errors > 0 {

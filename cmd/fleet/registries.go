@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/fleetrpc/fleet/internal/etcdserver"
+	"github.com/fleetrpc/fleet/registry"
+	"github.com/fleetrpc/fleet/registry/etcd"
+)
+
+// registryBackend makes registrars (one per server, as separate server
+// processes would have) and one discovery for the client.
+type registryBackend struct {
+	name         string
+	newRegistrar func() (registry.Registrar, error)
+	discovery    registry.Discovery
+	close        func()
+}
+
+// openRegistry connects to the registry at rawURL, or starts an
+// in-process etcd when rawURL is empty.
+func openRegistry(rawURL string) (*registryBackend, error) {
+	if rawURL == "" {
+		srv, err := etcdserver.New("")
+		if err != nil {
+			return nil, err
+		}
+		b, err := etcdBackend("embedded etcd at "+srv.Addr(), srv.Addr())
+		if err != nil {
+			srv.Close()
+			return nil, err
+		}
+		inner := b.close
+		b.close = func() { inner(); srv.Close() }
+		return b, nil
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("--registry %q: want scheme://host:port", rawURL)
+	}
+	if open, ok := registrySchemes[u.Scheme]; ok {
+		return open(rawURL, u.Host)
+	}
+	return nil, fmt.Errorf("--registry %q: unknown scheme %q", rawURL, u.Scheme)
+}
+
+// registrySchemes maps a --registry URL scheme to its backend.
+var registrySchemes = map[string]func(name, hostport string) (*registryBackend, error){
+	"etcd": etcdBackend,
+}
+
+const demoTTL = 10 * time.Second
+
+func etcdBackend(name, hostport string) (*registryBackend, error) {
+	cfg := etcd.Config{Endpoints: []string{hostport}, TTL: demoTTL, Logger: quietLogger()}
+	d, err := etcd.NewDiscovery(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &registryBackend{
+		name:         name,
+		newRegistrar: func() (registry.Registrar, error) { return etcd.NewRegistrar(cfg) },
+		discovery:    d,
+		close:        func() { d.Close() },
+	}, nil
+}

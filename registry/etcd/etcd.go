@@ -1,0 +1,569 @@
+package etcd
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/connectivity"
+
+	"github.com/fleetrpc/fleet/registry"
+	"github.com/fleetrpc/fleet/registry/internal/regutil"
+)
+
+// Config configures a Registrar or a Discovery. The zero value talks to
+// etcd at 127.0.0.1:2379 with the defaults below.
+type Config struct {
+	// Endpoints are etcd's client URLs ("http://host:2379") or
+	// "host:port"s. Default ["127.0.0.1:2379"]. Ignored when Client is
+	// set.
+	Endpoints []string
+	// Client, when set, is used instead of dialing Endpoints; Close
+	// leaves it open.
+	Client *clientv3.Client
+	// Username and Password authenticate to etcd when Username is set.
+	Username, Password string
+	// TLS, when set, is the client's TLS configuration.
+	TLS *tls.Config
+	// DialTimeout bounds the first connection. Default 5s.
+	DialTimeout time.Duration
+	// Prefix is the key prefix under which services are stored, without
+	// a trailing '/'. Default "/fleet/services".
+	Prefix string
+	// TTL is the lease time to live, rounded up to whole seconds (etcd's
+	// unit); a record outlives a dead Registrar by at most this much.
+	// etcd may raise very short TTLs to its minimum (about 2s with
+	// default server settings). Default 10s.
+	TTL time.Duration
+	// RequestTimeout bounds each request to etcd when the caller's
+	// context has no earlier deadline. Default 5s.
+	RequestTimeout time.Duration
+	// Logger receives the backend's and the etcd client's logs.
+	// Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if len(c.Endpoints) == 0 {
+		c.Endpoints = []string{"127.0.0.1:2379"}
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 5 * time.Second
+	}
+	if c.Prefix == "" {
+		c.Prefix = "/fleet/services"
+	}
+	c.Prefix = strings.TrimRight(c.Prefix, "/")
+	if c.TTL <= 0 {
+		c.TTL = 10 * time.Second
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 5 * time.Second
+	}
+	c.Logger = regutil.Logger(c.Logger, "etcd")
+	return c
+}
+
+// client returns the configured client or dials one; own reports whether
+// Close must close it.
+func (c Config) client() (cli *clientv3.Client, own bool, err error) {
+	if c.Client != nil {
+		return c.Client, false, nil
+	}
+	cli, err = clientv3.New(clientv3.Config{
+		Endpoints:   c.Endpoints,
+		DialTimeout: c.DialTimeout,
+		Username:    c.Username,
+		Password:    c.Password,
+		TLS:         c.TLS,
+		Logger:      zapLogger(c.Logger),
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("etcd: connect to %v: %w", c.Endpoints, err)
+	}
+	return cli, true, nil
+}
+
+// servicePrefix is the prefix of every key of service, ending in '/'.
+func (c Config) servicePrefix(service string) string {
+	return c.Prefix + "/" + service + "/"
+}
+
+func (c Config) key(in registry.Instance) string {
+	return c.servicePrefix(in.Service) + in.Key()
+}
+
+// requestContext bounds ctx by RequestTimeout.
+func (c Config) requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.RequestTimeout)
+}
+
+var (
+	_ registry.Registrar = (*Registrar)(nil)
+	_ registry.Discovery = (*Discovery)(nil)
+)
+
+// Registrar records instances in etcd, each under its own lease kept
+// alive until Deregister or Close and re-created by itself when lost. It
+// is safe for concurrent use; Register, Update and Deregister are
+// serialized.
+type Registrar struct {
+	cfg    Config
+	client *clientv3.Client
+	own    bool
+	log    *slog.Logger
+	life   *regutil.Life
+	ttl    int64 // seconds
+
+	opMu    sync.Mutex // serializes Register, Update, Deregister
+	mu      sync.Mutex // guards entries
+	entries map[string]*entry
+}
+
+// entry is one registered instance.
+type entry struct {
+	key  string
+	stop context.CancelFunc
+	done chan struct{} // closed when the keeper returns
+
+	mu    sync.Mutex // guards value and lease; serializes writes of key
+	value string
+	lease clientv3.LeaseID
+}
+
+// NewRegistrar returns a Registrar using cfg. It fails only when the
+// client cannot be created; etcd need not be reachable yet.
+func NewRegistrar(cfg Config) (*Registrar, error) {
+	cfg = cfg.withDefaults()
+	cli, own, err := cfg.client()
+	if err != nil {
+		return nil, err
+	}
+	return &Registrar{
+		cfg:     cfg,
+		client:  cli,
+		own:     own,
+		log:     cfg.Logger,
+		life:    regutil.NewLife(),
+		ttl:     max(1, int64(math.Ceil(cfg.TTL.Seconds()))),
+		entries: make(map[string]*entry),
+	}, nil
+}
+
+// Register grants a lease, puts in's record under it and keeps the lease
+// alive. Registering the same service and Key again puts the new record
+// under the existing lease. It fails for an invalid instance, when etcd
+// does not answer within ctx and RequestTimeout, and with
+// registry.ErrClosed after Close.
+func (r *Registrar) Register(ctx context.Context, in registry.Instance) error {
+	if err := in.Validate(); err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	value, err := in.Marshal()
+	if err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	key := r.cfg.key(in)
+	r.opMu.Lock()
+	defer r.opMu.Unlock()
+	if r.life.Closed() {
+		return fmt.Errorf("etcd: register %s: %w", key, registry.ErrClosed)
+	}
+	ctx, cancel := r.cfg.requestContext(ctx)
+	defer cancel()
+
+	r.mu.Lock()
+	e := r.entries[key]
+	r.mu.Unlock()
+	if e != nil {
+		if err := r.write(ctx, e, string(value)); err != nil {
+			return fmt.Errorf("etcd: register %s: %w", key, err)
+		}
+		return nil
+	}
+
+	e = &entry{key: key, value: string(value), done: make(chan struct{})}
+	e.mu.Lock()
+	err = r.grantAndPut(ctx, e)
+	e.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("etcd: register %s: %w", key, err)
+	}
+	kctx, stop := context.WithCancel(r.life.Context())
+	e.stop = stop
+	if err := r.life.Go(func() { defer close(e.done); r.keep(kctx, e) }); err != nil {
+		stop()
+		return fmt.Errorf("etcd: register %s: %w", key, err)
+	}
+	r.mu.Lock()
+	r.entries[key] = e
+	r.mu.Unlock()
+	return nil
+}
+
+// Update puts in's new record under its lease. It fails with
+// registry.ErrNotRegistered for an instance r has not registered.
+func (r *Registrar) Update(ctx context.Context, in registry.Instance) error {
+	if err := in.Validate(); err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	value, err := in.Marshal()
+	if err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	key := r.cfg.key(in)
+	r.opMu.Lock()
+	defer r.opMu.Unlock()
+	if r.life.Closed() {
+		return fmt.Errorf("etcd: update %s: %w", key, registry.ErrClosed)
+	}
+	r.mu.Lock()
+	e := r.entries[key]
+	r.mu.Unlock()
+	if e == nil {
+		return fmt.Errorf("etcd: update %s: %w", key, registry.ErrNotRegistered)
+	}
+	ctx, cancel := r.cfg.requestContext(ctx)
+	defer cancel()
+	if err := r.write(ctx, e, string(value)); err != nil {
+		return fmt.Errorf("etcd: update %s: %w", key, err)
+	}
+	return nil
+}
+
+// Deregister stops keeping in's lease alive, deletes its key and revokes
+// the lease. Deregistering an instance r did not register deletes its key
+// too; an absent key is not an error. When etcd cannot be reached the
+// keep-alive is stopped all the same, so the record expires within TTL.
+func (r *Registrar) Deregister(ctx context.Context, in registry.Instance) error {
+	if err := in.Validate(); err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	key := r.cfg.key(in)
+	r.opMu.Lock()
+	defer r.opMu.Unlock()
+	if r.life.Closed() {
+		return fmt.Errorf("etcd: deregister %s: %w", key, registry.ErrClosed)
+	}
+	r.mu.Lock()
+	e := r.entries[key]
+	delete(r.entries, key)
+	r.mu.Unlock()
+	var lease clientv3.LeaseID
+	if e != nil {
+		e.stop()
+		<-e.done
+		lease = e.lease
+	}
+	ctx, cancel := r.cfg.requestContext(ctx)
+	defer cancel()
+	if _, err := r.client.Delete(ctx, key); err != nil {
+		return fmt.Errorf("etcd: deregister %s: %w", key, err)
+	}
+	if lease != 0 {
+		if _, err := r.client.Revoke(ctx, lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			r.log.Debug("revoke failed", "key", key, "lease", int64(lease), "err", err)
+		}
+	}
+	return nil
+}
+
+// Close stops every keep-alive without deleting anything (the records
+// expire TTL later) and closes the client unless it came from
+// Config.Client. Calling Close again does nothing.
+func (r *Registrar) Close() error {
+	if !r.life.Close() {
+		return nil
+	}
+	if r.own {
+		return r.client.Close()
+	}
+	return nil
+}
+
+// write puts value under e's lease, or under a new lease when etcd no
+// longer knows e's.
+func (r *Registrar) write(ctx context.Context, e *entry, value string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.value = value
+	_, err := r.client.Put(ctx, e.key, value, clientv3.WithLease(e.lease))
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return r.grantAndPut(ctx, e)
+	}
+	return err
+}
+
+// grantAndPut grants a new lease, puts e's value under it and revokes
+// the previous lease. The caller holds e.mu.
+func (r *Registrar) grantAndPut(ctx context.Context, e *entry) error {
+	g, err := r.client.Grant(ctx, r.ttl)
+	if err != nil {
+		return err
+	}
+	if _, err := r.client.Put(ctx, e.key, e.value, clientv3.WithLease(g.ID)); err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		r.client.Revoke(rctx, g.ID)
+		cancel()
+		return err
+	}
+	old := e.lease
+	e.lease = g.ID
+	if old != 0 {
+		// The key has moved to the new lease, so revoking the old one
+		// deletes nothing; it only saves etcd the wait for its expiry.
+		r.client.Revoke(ctx, old)
+	}
+	return nil
+}
+
+// keep keeps e's lease alive until ctx ends, re-registering e under a new
+// lease whenever the lease is lost.
+func (r *Registrar) keep(ctx context.Context, e *entry) {
+	bo := regutil.Backoff{Min: 200 * time.Millisecond, Max: max(time.Second, r.cfg.TTL/3)}
+	for {
+		e.mu.Lock()
+		lease := e.lease
+		e.mu.Unlock()
+		ka, err := r.client.KeepAlive(ctx, lease)
+		if err == nil {
+			for range ka {
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		e.mu.Lock()
+		replaced := e.lease != lease
+		e.mu.Unlock()
+		if replaced { // Update already moved the key to a new lease
+			continue
+		}
+		r.log.Warn("lease lost; registering again", "key", e.key, "lease", int64(lease), "err", err)
+		for {
+			if !regutil.Sleep(ctx, bo.Next()) {
+				return
+			}
+			rctx, cancel := r.cfg.requestContext(ctx)
+			e.mu.Lock()
+			if e.lease != lease {
+				e.mu.Unlock()
+				cancel()
+				break
+			}
+			err := r.grantAndPut(rctx, e)
+			newLease := e.lease
+			e.mu.Unlock()
+			cancel()
+			if err == nil {
+				r.log.Info("registered again", "key", e.key, "lease", int64(newLease))
+				bo.Reset()
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			r.log.Debug("re-registration failed; retrying", "key", e.key, "err", err)
+		}
+	}
+}
+
+// Discovery reads instances from etcd and watches them. It is safe for
+// concurrent use.
+type Discovery struct {
+	cfg    Config
+	client *clientv3.Client
+	own    bool
+	log    *slog.Logger
+	life   *regutil.Life
+	cache  regutil.Cache
+	// reconnected fires when the client's connection is ready again
+	// after having been lost.
+	reconnected regutil.Signal
+}
+
+// NewDiscovery returns a Discovery using cfg. It fails only when the
+// client cannot be created; etcd need not be reachable yet.
+func NewDiscovery(cfg Config) (*Discovery, error) {
+	cfg = cfg.withDefaults()
+	cli, own, err := cfg.client()
+	if err != nil {
+		return nil, err
+	}
+	d := &Discovery{cfg: cfg, client: cli, own: own, log: cfg.Logger, life: regutil.NewLife()}
+	d.life.Go(d.monitor)
+	return d, nil
+}
+
+// monitor fires d.reconnected each time the client's connection becomes
+// ready after having been ready and then lost.
+func (d *Discovery) monitor() {
+	conn := d.client.ActiveConnection()
+	if conn == nil {
+		return
+	}
+	ctx := d.life.Context()
+	state := conn.GetState()
+	everReady, lost := state == connectivity.Ready, false
+	for conn.WaitForStateChange(ctx, state) {
+		if state == connectivity.Ready {
+			lost = true
+		}
+		state = conn.GetState()
+		if state == connectivity.Ready {
+			if everReady && lost {
+				d.log.Info("connection to etcd restored; resynchronizing watches")
+				d.reconnected.Fire()
+			}
+			everReady, lost = true, false
+		}
+	}
+}
+
+// read gets the instances of service and the revision they were read at.
+// Records that do not decode are skipped and logged.
+func (d *Discovery) read(ctx context.Context, service string) (map[string]registry.Instance, int64, error) {
+	resp, err := d.client.Get(ctx, d.cfg.servicePrefix(service), clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, err
+	}
+	m := make(map[string]registry.Instance, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		d.decodeInto(m, service, string(kv.Key), kv.Value)
+	}
+	return m, resp.Header.Revision, nil
+}
+
+func (d *Discovery) decodeInto(m map[string]registry.Instance, service, key string, value []byte) {
+	in, err := regutil.Decode(value, service)
+	if err != nil {
+		d.log.Warn("skipping bad record", "key", key, "err", err)
+		delete(m, key)
+		return
+	}
+	m[key] = in
+}
+
+// Instances returns the instances of service sorted by Key. When etcd
+// cannot be reached within ctx and RequestTimeout it returns the last
+// list this Discovery saw for service, if any. It fails for an invalid
+// service name and with registry.ErrClosed after Close.
+func (d *Discovery) Instances(ctx context.Context, service string) ([]registry.Instance, error) {
+	if err := regutil.ValidateService(service); err != nil {
+		return nil, err
+	}
+	if d.life.Closed() {
+		return nil, fmt.Errorf("etcd: instances of %q: %w", service, registry.ErrClosed)
+	}
+	rctx, cancel := d.cfg.requestContext(ctx)
+	defer cancel()
+	m, _, err := d.read(rctx, service)
+	if err != nil {
+		return d.cache.Fallback(ctx, service, fmt.Errorf("etcd: instances of %q: %w", service, err), d.log)
+	}
+	list := regutil.List(m)
+	d.cache.Put(service, list)
+	return list, nil
+}
+
+// Watch delivers the full, sorted list of service's instances: first the
+// current one, then after each change, and again after a resync (watch
+// error, compaction, reconnection). An unreachable etcd is retried with
+// backoff and nothing is delivered meanwhile. It fails for an invalid
+// service name and with registry.ErrClosed after Close.
+func (d *Discovery) Watch(ctx context.Context, service string) (<-chan []registry.Instance, error) {
+	return d.life.Watch(ctx, service, func(ctx context.Context, feed *regutil.Feed) {
+		d.watch(ctx, service, feed)
+	})
+}
+
+func (d *Discovery) watch(ctx context.Context, service string, feed *regutil.Feed) {
+	prefix := d.cfg.servicePrefix(service)
+	var bo regutil.Backoff
+	for ctx.Err() == nil {
+		reconnected := d.reconnected.C()
+		rctx, cancel := d.cfg.requestContext(ctx)
+		m, rev, err := d.read(rctx, service)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			d.log.Debug("watch: get failed; retrying", "service", service, "err", err)
+			select {
+			case <-time.After(bo.Next()):
+			case <-reconnected:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		bo.Reset()
+		list := regutil.List(m)
+		d.cache.Put(service, list)
+		d.log.Warn("DEBUG resync", "n", len(list), "rev", rev)
+		feed.Publish(list, true)
+
+		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wch := d.client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		d.follow(ctx, service, m, wch, reconnected, feed)
+		wcancel()
+	}
+}
+
+// follow applies watch events to m and publishes the list after each
+// batch, until the watch fails, reconnected fires or ctx ends.
+func (d *Discovery) follow(ctx context.Context, service string, m map[string]registry.Instance, wch clientv3.WatchChan, reconnected <-chan struct{}, feed *regutil.Feed) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-reconnected:
+			return
+		case wr, ok := <-wch:
+			if !ok {
+				return
+			}
+			if err := wr.Err(); err != nil || wr.Canceled || wr.CompactRevision != 0 {
+				d.log.Info("watch interrupted; resynchronizing", "service", service, "err", err, "compact_revision", wr.CompactRevision)
+				return
+			}
+			if len(wr.Events) == 0 {
+				continue
+			}
+			for _, ev := range wr.Events {
+				key := string(ev.Kv.Key)
+				switch ev.Type {
+				case clientv3.EventTypePut:
+					d.decodeInto(m, service, key, ev.Kv.Value)
+				case clientv3.EventTypeDelete:
+					delete(m, key)
+				}
+			}
+			list := regutil.List(m)
+			d.log.Warn("DEBUG events", "n", len(wr.Events), "rev", wr.Header.Revision, "ev0", wr.Events[0].Type.String())
+			d.cache.Put(service, list)
+			feed.Publish(list, false)
+		}
+	}
+}
+
+// Close ends every watch and closes the client unless it came from
+// Config.Client. Calling Close again does nothing.
+func (d *Discovery) Close() error {
+	if !d.life.Close() {
+		return nil
+	}
+	if d.own {
+		return d.client.Close()
+	}
+	return nil
+}
