@@ -1,0 +1,22 @@
+// Package client calls Fleet services.
+//
+// A Client is one multiplexed connection to one server: any number of
+// goroutines call through it at once (Call, Go, Send), requests from many
+// callers are coalesced into few writes, and responses are matched to
+// calls by sequence id in whatever order they come. A call's context
+// deadline travels to the server; cancelling a call frees everything it
+// held at once. Heartbeats detect a silent server; a broken connection
+// fails every pending call promptly with Unavailable.
+//
+// An XClient calls one service over the many servers a registry.Discovery
+// lists, choosing one per call with a selector.Selector and surviving
+// failures by its FailMode: Failfast, Failover (another server), Failtry
+// (the same server), Failbackup (a backup request after a delay). Retries
+// are bounded by attempts, the caller's deadline and a RetryBudget; a
+// circuit breaker per server (github.com/sony/gobreaker) skips failing
+// servers and probes them back. Broadcast and Fork call every server.
+//
+// Errors are *fleet.Error values; errors.Is with ErrNotSent tells a call
+// that never reached the wire (safe to retry anywhere) from one whose
+// connection broke after sending (ErrConnectionLost).
+package client

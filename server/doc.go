@@ -1,0 +1,24 @@
+// Package server serves Fleet services.
+//
+// A Server publishes the exported methods of registered receivers (or
+// plain functions) and serves them on any number of listeners (TCP, Unix,
+// TLS, or any net.Listener). Method tables are built by reflection once, at
+// registration; a call looks its method up in a map and calls it directly.
+//
+// Every request runs on its own goroutine (or on a bounded worker pool,
+// WithWorkerPool), so a slow handler never delays the others on its
+// connection, and responses go back in the order handlers finish, written
+// by one coalescing writer per connection. A handler's context carries the
+// caller's deadline (it ends then, or when the connection closes), the
+// request metadata and the caller's address (fleet.CallInfoFrom), and lets
+// the handler set response metadata (fleet.SetResponseMetadata).
+//
+// Failures stay local: a frame that breaks a limit or does not parse
+// closes its connection only; a panicking handler fails its call with
+// Internal; a request over the per-connection cap fails with
+// ResourceExhausted. Shutdown drains gracefully (see its doc); Publish
+// ties the server's lifetime to a registry record.
+//
+// Hooks (WithPlugin), interceptors (WithInterceptor) and an auth function
+// (WithAuth) extend it. All Server methods are safe for concurrent use.
+package server
