@@ -143,13 +143,17 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 	c.active.Add(1)
 	s.inflight.Add(1)
 	s.calls.Add(1)
-	t := task{c: c, m: m, f: f, buf: buf}
 	if s.tasks != nil {
 		defer func() { _ = recover() }() // the pool closed under us: Close raced
-		s.tasks <- t
+		s.tasks <- task{c: c, m: m, f: f, buf: buf}
 		return
 	}
-	go t.run()
+	go runTask(c, m, f, buf) // arguments by value: nothing escapes to the heap
+}
+
+func runTask(c *conn, m *methodType, f protocol.Frame, buf *[]byte) {
+	t := task{c: c, m: m, f: f, buf: buf}
+	t.run()
 }
 
 func (s *Server) worker() {

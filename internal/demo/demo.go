@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/fleetrpc/fleet/internal/benchpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // Args are Arith's arguments.
@@ -48,9 +47,7 @@ type Hello struct {
 // Say returns the message with field1 = "OK" and field2 = 100.
 func (h *Hello) Say(ctx context.Context, args *benchpb.BenchmarkMessage, reply *benchpb.BenchmarkMessage) error {
 	h.Served.Add(1)
-	proto.Merge(reply, args)
-	reply.Field1 = proto.String("OK")
-	reply.Field2 = proto.Int32(100)
+	benchpb.Echo(reply, args)
 	return nil
 }
 
