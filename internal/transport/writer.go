@@ -4,6 +4,7 @@ package transport
 
 import (
 	"net"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -96,6 +97,9 @@ func (w *Writer) Run(tick time.Duration, onTick func()) error {
 			onTick()
 			continue
 		}
+		// Let goroutines that are ready to queue frames do so before the
+		// syscall, so that one write carries many frames.
+		runtime.Gosched()
 		w.mu.Lock()
 		b := w.buf
 		w.buf = w.spare[:0]
