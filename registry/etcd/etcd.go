@@ -13,6 +13,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/fleetrpc/fleet/registry"
@@ -85,6 +87,12 @@ func (c Config) client() (cli *clientv3.Client, own bool, err error) {
 		Password:    c.Password,
 		TLS:         c.TLS,
 		Logger:      zapLogger(c.Logger),
+		// Reconnect quickly after an etcd restart: gRPC's default
+		// backoff grows to two minutes.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+			MinConnectTimeout: c.DialTimeout,
+		})},
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("etcd: connect to %v: %w", c.Endpoints, err)
@@ -302,8 +310,8 @@ func (r *Registrar) write(ctx context.Context, e *entry, value string) error {
 	return err
 }
 
-// grantAndPut grants a new lease, puts e's value under it and revokes
-// the previous lease. The caller holds e.mu.
+// grantAndPut grants a new lease and puts e's value under it. The caller
+// holds e.mu.
 func (r *Registrar) grantAndPut(ctx context.Context, e *entry) error {
 	g, err := r.client.Grant(ctx, r.ttl)
 	if err != nil {
@@ -315,13 +323,9 @@ func (r *Registrar) grantAndPut(ctx context.Context, e *entry) error {
 		cancel()
 		return err
 	}
-	old := e.lease
+	// A previous lease, if any, is lost or about to expire unattended;
+	// the key has moved off it, so its expiry deletes nothing.
 	e.lease = g.ID
-	if old != 0 {
-		// The key has moved to the new lease, so revoking the old one
-		// deletes nothing; it only saves etcd the wait for its expiry.
-		r.client.Revoke(ctx, old)
-	}
 	return nil
 }
 
@@ -509,7 +513,6 @@ func (d *Discovery) watch(ctx context.Context, service string, feed *regutil.Fee
 		bo.Reset()
 		list := regutil.List(m)
 		d.cache.Put(service, list)
-		d.log.Warn("DEBUG resync", "n", len(list), "rev", rev)
 		feed.Publish(list, true)
 
 		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
@@ -549,7 +552,6 @@ func (d *Discovery) follow(ctx context.Context, service string, m map[string]reg
 				}
 			}
 			list := regutil.List(m)
-			d.log.Warn("DEBUG events", "n", len(wr.Events), "rev", wr.Header.Revision, "ev0", wr.Events[0].Type.String())
 			d.cache.Put(service, list)
 			feed.Publish(list, false)
 		}

@@ -98,8 +98,9 @@ func Logger(l *slog.Logger, backend string) *slog.Logger {
 // Max (default 5s), each with up to 50% random jitter subtracted. The zero
 // value is ready to use; it is not safe for concurrent use.
 type Backoff struct {
-	Min, Max time.Duration
-	cur      time.Duration
+	Min time.Duration // first delay; default 100ms
+	Max time.Duration // largest delay; default 5s
+	cur time.Duration
 }
 
 // Next returns the delay before the next retry.

@@ -1,8 +1,3 @@
-// Package tcpproxy is a loopback TCP forwarder for registry tests: a
-// client dials the proxy instead of the real server, and the test cuts the
-// network between them (Block) and restores it (Unblock) to exercise
-// reconnects and session expiry against a real, shared server without
-// restarting it.
 package tcpproxy
 
 import (

@@ -1,0 +1,29 @@
+// Package redis is the registry on Redis (github.com/redis/go-redis/v9).
+//
+// Layout: each instance is a string key Prefix:<service>:<instance Key>
+// (Prefix defaults to "fleet:services") holding the instance's JSON
+// record (registry.Instance.Marshal), with an expiry of TTL. Register,
+// Update and Deregister publish a notification ("register <Key>",
+// "update <Key>", "deregister <Key>") on the service's channel,
+// Prefix:<service>.
+//
+// Registrar: Register sets the key with SET EX and refreshes its expiry
+// every TTL/3; when the refresh finds the key gone (Redis restarted or
+// flushed, or the key was deleted) it sets it again and publishes
+// "restore <Key>". Update sets the new record; Deregister stops the
+// refresh, deletes the key and publishes; Close stops the refreshes only,
+// so the keys expire TTL later.
+//
+// Discovery: Instances scans the service's keys with SCAN MATCH (never
+// KEYS) and reads them. Watch subscribes to the service's channel and
+// reads again on every notification. An expiry publishes nothing, so
+// Watch also reads again every PollInterval (TTL/2 by default); it
+// subscribes to the keyspace notifications of the service's keys too
+// (__keyspace@<DB>__:Prefix:<service>:*), which deliver expiries at once
+// when the server has them enabled ("K" and "x" in
+// notify-keyspace-events), which Config.KeyspaceEvents asks for. A list
+// is delivered only when it changed, and always after the connection to
+// Redis comes back.
+//
+// Redis Cluster is not supported: SCAN would cover one node only.
+package redis

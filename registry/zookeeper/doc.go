@@ -1,0 +1,28 @@
+// Package zookeeper is the registry on Apache ZooKeeper
+// (github.com/go-zookeeper/zk).
+//
+// Layout: each instance is an ephemeral znode
+// Root/<service>/<url.QueryEscape(instance Key)> (Root defaults to
+// "/fleet/services") whose data is the instance's JSON record
+// (registry.Instance.Marshal). Root and the service znodes are created
+// as persistent nodes when missing. The ephemeral znodes belong to the
+// Registrar's session, so they vanish when its session ends: at Close at
+// once, or SessionTimeout after the process dies or loses the network.
+//
+// Registrar: when the session expires (the client reconnects after more
+// than SessionTimeout and ZooKeeper reports it expired) the client opens
+// a new session and the Registrar creates its znodes again by itself. A
+// znode left at the same path by another session (this server's previous
+// process, still within its timeout) is replaced.
+//
+// Discovery: Instances reads the children of the service znode and their
+// data. Watch sets a children watch on the service znode (an exists watch
+// while it does not exist yet) and a data watch on each child, and
+// delivers the full list after every change. When the session is
+// re-established after a disconnection it delivers the current list
+// again; when a new session replaces an expired one (its watches are
+// lost) it reads everything again.
+//
+// The zk client's logs go to Config.Logger (log/slog) instead of
+// log.Printf.
+package zookeeper
