@@ -58,3 +58,24 @@ func TestDemoRejectsBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoExternalRegistries runs the demo against the ZooKeeper, Redis
+// and NATS servers that .ci/services.sh starts.
+func TestDemoExternalRegistries(t *testing.T) {
+	for _, url := range []string{"zookeeper://127.0.0.1:2181", "redis://127.0.0.1:6379", "nats://127.0.0.1:4222"} {
+		t.Run(url, func(t *testing.T) {
+			var out bytes.Buffer
+			f := demoFlags{calls: 2000, callers: 20, json: true, selector: "p2c", failMode: "failover", registry: url}
+			if err := runDemo(context.Background(), f, &out, io.Discard); err != nil {
+				t.Fatalf("demo: %v\n%s", err, out.String())
+			}
+			var res struct {
+				Errors    int64            `json:"errors"`
+				PerServer map[string]int64 `json:"per_server"`
+			}
+			if err := json.Unmarshal(out.Bytes(), &res); err != nil || res.Errors != 0 || len(res.PerServer) != 3 {
+				t.Fatalf("result %s (%v)", out.String(), err)
+			}
+		})
+	}
+}

@@ -8,6 +8,9 @@ import (
 	"github.com/fleetrpc/fleet/internal/etcdserver"
 	"github.com/fleetrpc/fleet/registry"
 	"github.com/fleetrpc/fleet/registry/etcd"
+	"github.com/fleetrpc/fleet/registry/nats"
+	"github.com/fleetrpc/fleet/registry/redis"
+	"github.com/fleetrpc/fleet/registry/zookeeper"
 )
 
 // registryBackend makes registrars (one per server, as separate server
@@ -49,20 +52,36 @@ func openRegistry(rawURL string) (*registryBackend, error) {
 // registrySchemes maps a --registry URL scheme to its backend.
 var registrySchemes = map[string]func(name, hostport string) (*registryBackend, error){
 	"etcd": etcdBackend,
+	"zookeeper": func(name, hostport string) (*registryBackend, error) {
+		cfg := zookeeper.Config{Servers: []string{hostport}, Logger: quietLogger()}
+		return backend(name, func() (registry.Registrar, error) { return zookeeper.NewRegistrar(cfg) },
+			func() (registry.Discovery, error) { return zookeeper.NewDiscovery(cfg) })
+	},
+	"redis": func(name, hostport string) (*registryBackend, error) {
+		cfg := redis.Config{Addr: hostport, TTL: demoTTL, Logger: quietLogger()}
+		return backend(name, func() (registry.Registrar, error) { return redis.NewRegistrar(cfg) },
+			func() (registry.Discovery, error) { return redis.NewDiscovery(cfg) })
+	},
+	"nats": func(name, hostport string) (*registryBackend, error) {
+		cfg := nats.Config{URL: "nats://" + hostport, TTL: demoTTL, Logger: quietLogger()}
+		return backend(name, func() (registry.Registrar, error) { return nats.NewRegistrar(cfg) },
+			func() (registry.Discovery, error) { return nats.NewDiscovery(cfg) })
+	},
+}
+
+// backend pairs a registrar factory with one discovery.
+func backend(name string, newReg func() (registry.Registrar, error), newDisc func() (registry.Discovery, error)) (*registryBackend, error) {
+	d, err := newDisc()
+	if err != nil {
+		return nil, err
+	}
+	return &registryBackend{name: name, newRegistrar: newReg, discovery: d, close: func() { d.Close() }}, nil
 }
 
 const demoTTL = 10 * time.Second
 
 func etcdBackend(name, hostport string) (*registryBackend, error) {
 	cfg := etcd.Config{Endpoints: []string{hostport}, TTL: demoTTL, Logger: quietLogger()}
-	d, err := etcd.NewDiscovery(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &registryBackend{
-		name:         name,
-		newRegistrar: func() (registry.Registrar, error) { return etcd.NewRegistrar(cfg) },
-		discovery:    d,
-		close:        func() { d.Close() },
-	}, nil
+	return backend(name, func() (registry.Registrar, error) { return etcd.NewRegistrar(cfg) },
+		func() (registry.Discovery, error) { return etcd.NewDiscovery(cfg) })
 }
