@@ -549,9 +549,12 @@ func (c *Client) fail(cause error) {
 	}
 }
 
-// Close closes the connection; pending calls fail with Unavailable. It
-// returns nil, also when called again.
+// Close closes the client. Requests already queued, oneway sends
+// included, are written first (for at most a second); calls still waiting
+// for a response then fail with Unavailable. It returns nil, also when
+// called again.
 func (c *Client) Close() error {
+	c.w.CloseAndFlush(ErrClosed, time.Second)
 	c.fail(ErrClosed)
 	return nil
 }
