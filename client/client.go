@@ -45,6 +45,7 @@ type Client struct {
 
 	seq      atomic.Uint64
 	received atomic.Uint64 // frames read, for heartbeats
+	sizeHint atomic.Int64  // size of the last request frame, to size the next buffer
 	draining atomic.Bool
 	// sendMu is held shared by each send from its draining check until its
 	// frame is queued, and exclusively by ackGoAway, so the go-away answer
@@ -301,7 +302,7 @@ func (c *Client) send(ctx context.Context, call *Call, service, method string, a
 		h.Seq = c.seq.Add(1)
 		call.seq = h.Seq
 	}
-	bp := protocol.GetBuffer(1024)
+	bp := protocol.GetBuffer(max(1024, int(c.sizeHint.Load())))
 	buf, start := protocol.BeginFrame((*bp)[:0], &h, service, method, md)
 	p0 := len(buf)
 	buf, err := codec.MarshalAppend(cd, buf, args)
@@ -332,6 +333,9 @@ func (c *Client) send(ctx context.Context, call *Call, service, method string, a
 			}
 			err = notSent(werr)
 		}
+	}
+	if n := int64(len(buf)); n != c.sizeHint.Load() {
+		c.sizeHint.Store(n)
 	}
 	*bp = buf
 	protocol.Release(bp)

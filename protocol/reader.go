@@ -30,10 +30,11 @@ func (r *Reader) Limits() *Limits { return &r.lim }
 // waiting in the buffer.
 func (r *Reader) Buffered() int { return r.r.Buffered() }
 
-// growChunk is how much a frame buffer grows at a time for frames larger
-// than what is pooled, so that a peer announcing a large frame and sending
-// little makes us allocate only about what it sent.
-const growChunk = bufpool.MaxPooled
+// firstChunk is the most a frame buffer starts with. Larger frames grow
+// through the pool's classes, doubling as their bytes arrive, so a peer
+// that announces a large frame and sends little makes us allocate at most
+// about twice what it sent.
+const firstChunk = 64 << 10
 
 // ReadFrame reads and parses the next frame. The returned buffer holds the
 // frame's bytes; pass it to Release once the frame is no longer used. Any
@@ -52,11 +53,15 @@ func (r *Reader) ReadFrame() (Frame, *[]byte, error) {
 	if err != nil {
 		return Frame{}, nil, err
 	}
-	bp := bufpool.Get(min(n, growChunk))
+	bp := bufpool.Get(min(n, firstChunk))
 	b := *bp
 	for len(b) < n {
 		if len(b) == cap(b) {
-			b = append(b, make([]byte, min(n-len(b), growChunk))...)[:len(b)]
+			nbp := bufpool.Get(min(n, 2*cap(b)))
+			*nbp = append((*nbp)[:0], b...)
+			*bp = b
+			Release(bp)
+			bp, b = nbp, *nbp
 		}
 		m, err := r.r.Read(b[len(b):min(n, cap(b))])
 		b = b[:len(b)+m]

@@ -32,6 +32,8 @@ type conn struct {
 	closing sync.Once
 	acked   chan struct{} // closed when the client answers our go-away
 	ackOnce sync.Once
+	held    atomic.Int64  // request bytes held by running handlers
+	drained chan struct{} // signalled when held drops
 }
 
 // task is one request handed to a handler goroutine or worker.
@@ -53,7 +55,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr(), local: nc.LocalAddr(), acked: make(chan struct{})}
+	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr(), local: nc.LocalAddr(), acked: make(chan struct{}), drained: make(chan struct{}, 1)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.r = protocol.NewReader(nc, s.opts.readBuf, s.opts.limits)
 	c.w = transport.NewWriter(nc, s.opts.writeTimeout, 0)
@@ -89,6 +91,15 @@ func (c *conn) readLoop() {
 			if now := time.Now(); now.Sub(deadlineSet) > idle/2 {
 				deadlineSet = now
 				_ = c.nc.SetReadDeadline(now.Add(idle))
+			}
+		}
+		// Backpressure: stop reading while handlers hold too many request
+		// bytes (a oneway flood would otherwise buffer without bound).
+		for c.held.Load() > s.opts.maxHeldBytes {
+			select {
+			case <-c.drained:
+			case <-c.ctx.Done():
+				return
 			}
 		}
 		f, buf, err := c.r.ReadFrame()
@@ -136,11 +147,12 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 		seq, cd := f.Seq, f.Codec
 		protocol.Release(buf)
 		if !oneway {
-			c.respond(seq, cd, 0, nil, refuse, nil)
+			c.respond(seq, cd, 0, nil, refuse, nil, nil)
 		}
 		return
 	}
 	c.active.Add(1)
+	c.held.Add(int64(cap(*buf)))
 	s.inflight.Add(1)
 	s.calls.Add(1)
 	if s.tasks != nil {
@@ -179,9 +191,15 @@ func (c *callCtx) Value(key any) any {
 func (t *task) run() {
 	c, m, f := t.c, t.m, &t.f
 	s := c.s
+	held := int64(cap(*t.buf))
 	defer func() {
 		c.active.Add(-1)
 		s.inflight.Add(-1)
+		c.held.Add(-held)
+		select {
+		case c.drained <- struct{}{}:
+		default:
+		}
 	}()
 	oneway := f.Flags&protocol.FlagOneway != 0
 	cctx := &callCtx{Context: c.ctx}
@@ -242,7 +260,7 @@ func (t *task) run() {
 	if replyV == nil && err == nil {
 		replyV = reply.Interface()
 	}
-	werr := c.respond(seq, cdID, compID, replyV, err, cctx.info.ResponseMetadata)
+	werr := c.respond(seq, cdID, compID, replyV, err, cctx.info.ResponseMetadata, &m.replyHint)
 	for _, h := range s.hooks.postWrite {
 		h.PostWriteResponse(ctx, &cctx.info, werr)
 	}
@@ -309,10 +327,20 @@ func asCode(err error, code fleet.Code) error {
 }
 
 // respond encodes and queues a response: reply on success, err otherwise.
-func (c *conn) respond(seq uint64, cdID byte, compID compress.ID, reply any, err error, md fleet.Metadata) error {
-	bp := protocol.GetBuffer(1024)
+func (c *conn) respond(seq uint64, cdID byte, compID compress.ID, reply any, err error, md fleet.Metadata, hint *atomic.Int64) error {
+	size := 1024
+	if hint != nil {
+		size = max(size, int(hint.Load()))
+	}
+	bp := protocol.GetBuffer(size)
 	buf := *bp
-	defer func() { *bp = buf; protocol.Release(bp) }()
+	defer func() {
+		if hint != nil && int64(len(buf)) != hint.Load() {
+			hint.Store(int64(len(buf)))
+		}
+		*bp = buf
+		protocol.Release(bp)
+	}()
 	h := protocol.Header{Type: protocol.TypeResponse, Codec: cdID, Seq: seq}
 	var start int
 	if err == nil {

@@ -34,6 +34,7 @@ type Interceptor func(ctx context.Context, info *fleet.CallInfo, args, reply any
 type options struct {
 	limits           protocol.Limits
 	maxPerConn       int
+	maxHeldBytes     int64
 	workers          int
 	readBuf          int
 	idleTimeout      time.Duration
@@ -50,6 +51,7 @@ type options struct {
 func defaultOptions() options {
 	return options{
 		maxPerConn:   10000,
+		maxHeldBytes: 64 << 20,
 		readBuf:      32 << 10,
 		idleTimeout:  2 * time.Minute,
 		writeTimeout: 30 * time.Second,
@@ -67,6 +69,14 @@ func WithLimits(l protocol.Limits) Option { return optionFunc(func(o *options) {
 // running. Default 10,000; 0 or less means no cap.
 func WithMaxConcurrentPerConn(n int) Option {
 	return optionFunc(func(o *options) { o.maxPerConn = n })
+}
+
+// WithMaxPendingBytesPerConn bounds the request bytes that running
+// handlers of one connection hold: past it the server stops reading that
+// connection until handlers finish (TCP flow control then slows the
+// client), so a flood of oneway sends cannot exhaust memory. Default 64 MiB.
+func WithMaxPendingBytesPerConn(n int64) Option {
+	return optionFunc(func(o *options) { o.maxHeldBytes = max(n, 1) })
 }
 
 // WithWorkerPool runs handlers on a pool of n goroutines shared by all

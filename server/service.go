@@ -7,6 +7,7 @@ import (
 	"go/token"
 	"reflect"
 	"sort"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/fleetrpc/fleet"
@@ -18,6 +19,7 @@ type methodType struct {
 	argType       reflect.Type // the element type of *A
 	replyType     reflect.Type // the element type of *R
 	hasCtx        bool
+	replyHint     atomic.Int64 // size of the last response frame, to size the next buffer
 
 	// Fast paths: the method's code called directly with pointer-shaped
 	// arguments. Set when the receiver is a pointer (or there is none).

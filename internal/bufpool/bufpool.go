@@ -1,15 +1,17 @@
 // Package bufpool pools byte buffers in size classes so that frame encoding
 // and decoding allocate nothing in the steady state. Buffers larger than the
-// largest class are never pooled, so one huge frame cannot pin memory.
+// largest class are never pooled, so one huge frame cannot pin memory, and
+// sync.Pool drops idle buffers at garbage collection.
 package bufpool
 
 import "sync"
 
-// classes are the pooled capacities: 512 B to 64 KiB.
-var classes = [...]int{512, 2 << 10, 8 << 10, 32 << 10, 64 << 10}
+// classes are the pooled capacities: 512 B to 1 MiB, each 4x or 2x the
+// one before.
+var classes = [...]int{512, 2 << 10, 8 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20}
 
-// MaxPooled is the largest capacity kept in the pools (64 KiB).
-const MaxPooled = 64 << 10
+// MaxPooled is the largest capacity kept in the pools (1 MiB).
+const MaxPooled = 1 << 20
 
 var pools [len(classes)]sync.Pool
 

@@ -119,7 +119,9 @@ func (w *Writer) Run(tick time.Duration, onTick func()) error {
 				return err
 			}
 		}
-		if cap(b) <= 1<<20 {
+		// Keep the buffer for the next swap: a connection that queued this
+		// much will likely queue it again. Bounded by maxPending.
+		if cap(b) <= 2*w.maxPending {
 			w.spare = b[:0]
 		} else {
 			w.spare = make([]byte, 0, 16<<10)
