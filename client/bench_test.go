@@ -17,6 +17,9 @@ func benchServer(b *testing.B) string {
 	if err := srv.Register(&demo.Hello{}); err != nil {
 		b.Fatal(err)
 	}
+	if err := srv.Register(demo.Arith{}); err != nil {
+		b.Fatal(err)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

@@ -443,6 +443,7 @@ func (c *Client) finish(call *Call) error {
 }
 
 func (c *Client) readLoop() {
+	defer c.r.Close()
 	for {
 		f, buf, err := c.r.ReadFrame()
 		if err != nil {

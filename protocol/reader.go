@@ -3,6 +3,7 @@ package protocol
 import (
 	"bufio"
 	"io"
+	"sync"
 
 	"github.com/fleetrpc/fleet/internal/bufpool"
 )
@@ -14,13 +15,39 @@ type Reader struct {
 	lim Limits
 }
 
+// DefaultReadBufferSize is the read buffer of a Reader made with size 0.
+const DefaultReadBufferSize = 32 << 10
+
+// readers pools read buffers of the default size across connections.
+var readers sync.Pool
+
 // NewReader returns a Reader over r with a read buffer of bufSize bytes
-// (default 32 KiB when 0) and the given limits (defaults applied).
+// (DefaultReadBufferSize when 0) and the given limits (defaults applied).
+// Call Close when done with it to recycle its buffer.
 func NewReader(r io.Reader, bufSize int, l Limits) *Reader {
 	if bufSize <= 0 {
-		bufSize = 32 << 10
+		bufSize = DefaultReadBufferSize
 	}
-	return &Reader{r: bufio.NewReaderSize(r, bufSize), lim: l.WithDefaults()}
+	var br *bufio.Reader
+	if bufSize == DefaultReadBufferSize {
+		if p, _ := readers.Get().(*bufio.Reader); p != nil {
+			p.Reset(r)
+			br = p
+		}
+	}
+	if br == nil {
+		br = bufio.NewReaderSize(r, bufSize)
+	}
+	return &Reader{r: br, lim: l.WithDefaults()}
+}
+
+// Close recycles the reader's buffer. The Reader must not be used after.
+func (r *Reader) Close() {
+	if r.r != nil && r.r.Size() == DefaultReadBufferSize {
+		r.r.Reset(nil)
+		readers.Put(r.r)
+	}
+	r.r = nil
 }
 
 // Limits returns the limits the reader enforces, defaults applied.

@@ -74,6 +74,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	}()
 	c.readLoop()
 	c.close(false)
+	c.r.Close()
 }
 
 func (c *conn) readLoop() {

@@ -42,12 +42,12 @@ func NewWriter(conn net.Conn, writeTimeout time.Duration, maxPending int) *Write
 	if maxPending <= 0 {
 		maxPending = DefaultMaxPending
 	}
+	// The queue buffers start empty and grow to what the connection
+	// needs, so short-lived connections cost little.
 	w := &Writer{
 		conn:         conn,
 		writeTimeout: writeTimeout,
 		maxPending:   maxPending,
-		buf:          make([]byte, 0, 16<<10),
-		spare:        make([]byte, 0, 16<<10),
 		wake:         make(chan struct{}, 1),
 		done:         make(chan struct{}),
 	}
@@ -124,7 +124,7 @@ func (w *Writer) Run(tick time.Duration, onTick func()) error {
 		if cap(b) <= 2*w.maxPending {
 			w.spare = b[:0]
 		} else {
-			w.spare = make([]byte, 0, 16<<10)
+			w.spare = nil
 		}
 		if closing {
 			w.mu.Lock()
