@@ -168,7 +168,7 @@ func TestLeaseLostIsRestored(t *testing.T) {
 // would wait 5s for the clients' open streams.
 func TestEtcdRestart(t *testing.T) {
 	s := startEtcd(t)
-	p, err := tcpproxy.Start(s.clientURL.Host)
+	p, err := tcpproxy.Start(s.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}

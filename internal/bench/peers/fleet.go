@@ -37,9 +37,7 @@ type FleetHello struct{ sleep time.Duration }
 // Say answers the benchmark message with field1 = "OK" and field2 = 100.
 func (h *FleetHello) Say(ctx context.Context, args *benchpb.BenchmarkMessage, reply *benchpb.BenchmarkMessage) error {
 	sleep(ctx, h.sleep)
-	copyBenchmarkMessage(reply, args)
-	ok, n := EchoField1, int32(EchoField2)
-	reply.Field1, reply.Field2 = &ok, &n
+	benchpb.Echo(reply, args)
 	return nil
 }
 
@@ -151,50 +149,4 @@ func (c *fleetClient) Close() error {
 		cl.Close()
 	}
 	return nil
-}
-
-// copyBenchmarkMessage copies src's fields into dst (sharing their
-// pointers), which is what rpcx-benchmark's `*reply = *args` does without
-// copying the message's internal state.
-func copyBenchmarkMessage(dst, src *benchpb.BenchmarkMessage) {
-	dst.Field1 = src.Field1
-	dst.Field9 = src.Field9
-	dst.Field18 = src.Field18
-	dst.Field80 = src.Field80
-	dst.Field81 = src.Field81
-	dst.Field2 = src.Field2
-	dst.Field3 = src.Field3
-	dst.Field280 = src.Field280
-	dst.Field6 = src.Field6
-	dst.Field22 = src.Field22
-	dst.Field4 = src.Field4
-	dst.Field5 = src.Field5
-	dst.Field59 = src.Field59
-	dst.Field7 = src.Field7
-	dst.Field16 = src.Field16
-	dst.Field130 = src.Field130
-	dst.Field12 = src.Field12
-	dst.Field17 = src.Field17
-	dst.Field13 = src.Field13
-	dst.Field14 = src.Field14
-	dst.Field104 = src.Field104
-	dst.Field100 = src.Field100
-	dst.Field101 = src.Field101
-	dst.Field102 = src.Field102
-	dst.Field103 = src.Field103
-	dst.Field29 = src.Field29
-	dst.Field30 = src.Field30
-	dst.Field60 = src.Field60
-	dst.Field271 = src.Field271
-	dst.Field272 = src.Field272
-	dst.Field150 = src.Field150
-	dst.Field23 = src.Field23
-	dst.Field24 = src.Field24
-	dst.Field25 = src.Field25
-	dst.Field78 = src.Field78
-	dst.Field67 = src.Field67
-	dst.Field68 = src.Field68
-	dst.Field128 = src.Field128
-	dst.Field129 = src.Field129
-	dst.Field131 = src.Field131
 }
