@@ -226,17 +226,14 @@ func (c *Client) Go(ctx context.Context, service, method string, args, reply any
 	}
 	call := &Call{Service: service, Method: method, Args: args, Reply: reply, Done: done}
 	call.mdSink = fleet.ResponseMetadataSink(ctx)
-	if ctx.Done() != nil {
-		// Armed before sending so that a response cannot race past it.
-		call.stop = func() bool { return true }
-	}
 	if err := c.send(ctx, call, service, method, args, false); err != nil {
 		call.Error = err
-		call.stop = nil
 		call.complete()
 		return call
 	}
-	if call.stop != nil {
+	if ctx.Done() != nil {
+		// Set under mu while the call is pending: the reader takes the
+		// call off the table under mu before it reads call.stop.
 		seq := call.seq
 		c.mu.Lock()
 		if _, ok := c.pending[seq]; ok {

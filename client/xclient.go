@@ -401,7 +401,7 @@ func (a *attempt) exclude(key string) bool {
 
 // choose picks a server not yet tried, preferring usable ones.
 func (x *XClient) choose(ctx context.Context, a *attempt, method string) (*endpoint, error) {
-	for {
+	for try := 0; ; try++ {
 		a.eps = *x.endpoints.Load()
 		if len(a.eps) == 0 {
 			select {
@@ -427,8 +427,10 @@ func (x *XClient) choose(ctx context.Context, a *attempt, method string) (*endpo
 		if ep := a.eps[key]; ep != nil {
 			return ep, nil
 		}
-		// The snapshot moved between the selector and the table: retry.
-		if a.ntried >= len(a.tried) {
+		// The table moved between the selector's snapshot and ours (or a
+		// selector returned a key it was never given): look again, a few
+		// times at most.
+		if try >= 3 {
 			return nil, notSent(ErrNoServer)
 		}
 	}

@@ -157,8 +157,15 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 	s.inflight.Add(1)
 	s.calls.Add(1)
 	if s.tasks != nil {
-		defer func() { _ = recover() }() // the pool closed under us: Close raced
-		s.tasks <- task{c: c, m: m, f: f, buf: buf}
+		t := task{c: c, m: m, f: f, buf: buf}
+		select {
+		case s.tasks <- t:
+		case <-s.stopped: // the pool stopped under us: Close raced
+			c.active.Add(-1)
+			c.held.Add(-int64(cap(*buf)))
+			s.inflight.Add(-1)
+			protocol.Release(buf)
+		}
 		return
 	}
 	go runTask(c, m, f, buf) // arguments by value: nothing escapes to the heap
@@ -170,8 +177,13 @@ func runTask(c *conn, m *methodType, f protocol.Frame, buf *[]byte) {
 }
 
 func (s *Server) worker() {
-	for t := range s.tasks {
-		t.run()
+	for {
+		select {
+		case t := <-s.tasks:
+			t.run()
+		case <-s.stopped:
+			return
+		}
 	}
 }
 

@@ -328,12 +328,7 @@ func allAcked(conns []*conn) bool {
 }
 
 func (s *Server) stop() {
-	s.stopOnce.Do(func() {
-		close(s.stopped)
-		if s.tasks != nil {
-			close(s.tasks)
-		}
-	})
+	s.stopOnce.Do(func() { close(s.stopped) })
 }
 
 func (s *Server) closeConns(flush bool) {
