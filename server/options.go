@@ -87,7 +87,10 @@ func WithWorkerPool(n int) Option { return optionFunc(func(o *options) { o.worke
 
 // WithIdleTimeout closes a connection on which nothing (no request, no
 // heartbeat) arrives for d; the connection is closed somewhere between d/2
-// and d after the last frame. Default 2 minutes; 0 disables it.
+// and d after the last frame. It is also the read timeout: the deadline is
+// refreshed only between frames, so one frame must arrive whole within it
+// (a peer trickling a frame byte by byte is cut off). Default 2 minutes;
+// 0 disables it.
 func WithIdleTimeout(d time.Duration) Option {
 	return optionFunc(func(o *options) { o.idleTimeout = d })
 }
