@@ -130,17 +130,12 @@ type Registrar struct {
 	log    *slog.Logger
 	life   *regutil.Life
 	ttl    int64 // seconds
-
-	opMu    sync.Mutex // serializes Register, Update, Deregister
-	mu      sync.Mutex // guards entries
-	entries map[string]*entry
+	regs   *regutil.Registrations[*entry]
 }
 
 // entry is one registered instance.
 type entry struct {
-	key  string
-	stop context.CancelFunc
-	done chan struct{} // closed when the keeper returns
+	key string
 
 	mu    sync.Mutex // guards value and lease; serializes writes of key
 	value string
@@ -155,15 +150,24 @@ func NewRegistrar(cfg Config) (*Registrar, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Registrar{
-		cfg:     cfg,
-		client:  cli,
-		own:     own,
-		log:     cfg.Logger,
-		life:    regutil.NewLife(),
-		ttl:     max(1, int64(math.Ceil(cfg.TTL.Seconds()))),
-		entries: make(map[string]*entry),
-	}, nil
+	r := &Registrar{
+		cfg:    cfg,
+		client: cli,
+		own:    own,
+		log:    cfg.Logger,
+		life:   regutil.NewLife(),
+		ttl:    max(1, int64(math.Ceil(cfg.TTL.Seconds()))),
+	}
+	r.regs = &regutil.Registrations[*entry]{
+		Backend: "etcd",
+		Life:    r.life,
+		Key:     cfg.key,
+		Create:  r.create,
+		Write:   r.write,
+		Keep:    r.keep,
+		Delete:  r.delete,
+	}
+	return r, nil
 }
 
 // Register grants a lease, puts in's record under it and keeps the lease
@@ -172,79 +176,13 @@ func NewRegistrar(cfg Config) (*Registrar, error) {
 // does not answer within ctx and RequestTimeout, and with
 // registry.ErrClosed after Close.
 func (r *Registrar) Register(ctx context.Context, in registry.Instance) error {
-	if err := in.Validate(); err != nil {
-		return fmt.Errorf("etcd: %w", err)
-	}
-	value, err := in.Marshal()
-	if err != nil {
-		return fmt.Errorf("etcd: %w", err)
-	}
-	key := r.cfg.key(in)
-	r.opMu.Lock()
-	defer r.opMu.Unlock()
-	if r.life.Closed() {
-		return fmt.Errorf("etcd: register %s: %w", key, registry.ErrClosed)
-	}
-	ctx, cancel := r.cfg.requestContext(ctx)
-	defer cancel()
-
-	r.mu.Lock()
-	e := r.entries[key]
-	r.mu.Unlock()
-	if e != nil {
-		if err := r.write(ctx, e, string(value)); err != nil {
-			return fmt.Errorf("etcd: register %s: %w", key, err)
-		}
-		return nil
-	}
-
-	e = &entry{key: key, value: string(value), done: make(chan struct{})}
-	e.mu.Lock()
-	err = r.grantAndPut(ctx, e)
-	e.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("etcd: register %s: %w", key, err)
-	}
-	kctx, stop := context.WithCancel(r.life.Context())
-	e.stop = stop
-	if err := r.life.Go(func() { defer close(e.done); r.keep(kctx, e) }); err != nil {
-		stop()
-		return fmt.Errorf("etcd: register %s: %w", key, err)
-	}
-	r.mu.Lock()
-	r.entries[key] = e
-	r.mu.Unlock()
-	return nil
+	return r.regs.Register(ctx, in)
 }
 
 // Update puts in's new record under its lease. It fails with
 // registry.ErrNotRegistered for an instance r has not registered.
 func (r *Registrar) Update(ctx context.Context, in registry.Instance) error {
-	if err := in.Validate(); err != nil {
-		return fmt.Errorf("etcd: %w", err)
-	}
-	value, err := in.Marshal()
-	if err != nil {
-		return fmt.Errorf("etcd: %w", err)
-	}
-	key := r.cfg.key(in)
-	r.opMu.Lock()
-	defer r.opMu.Unlock()
-	if r.life.Closed() {
-		return fmt.Errorf("etcd: update %s: %w", key, registry.ErrClosed)
-	}
-	r.mu.Lock()
-	e := r.entries[key]
-	r.mu.Unlock()
-	if e == nil {
-		return fmt.Errorf("etcd: update %s: %w", key, registry.ErrNotRegistered)
-	}
-	ctx, cancel := r.cfg.requestContext(ctx)
-	defer cancel()
-	if err := r.write(ctx, e, string(value)); err != nil {
-		return fmt.Errorf("etcd: update %s: %w", key, err)
-	}
-	return nil
+	return r.regs.Update(ctx, in)
 }
 
 // Deregister stops keeping in's lease alive, deletes its key and revokes
@@ -252,36 +190,7 @@ func (r *Registrar) Update(ctx context.Context, in registry.Instance) error {
 // too; an absent key is not an error. When etcd cannot be reached the
 // keep-alive is stopped all the same, so the record expires within TTL.
 func (r *Registrar) Deregister(ctx context.Context, in registry.Instance) error {
-	if err := in.Validate(); err != nil {
-		return fmt.Errorf("etcd: %w", err)
-	}
-	key := r.cfg.key(in)
-	r.opMu.Lock()
-	defer r.opMu.Unlock()
-	if r.life.Closed() {
-		return fmt.Errorf("etcd: deregister %s: %w", key, registry.ErrClosed)
-	}
-	r.mu.Lock()
-	e := r.entries[key]
-	delete(r.entries, key)
-	r.mu.Unlock()
-	var lease clientv3.LeaseID
-	if e != nil {
-		e.stop()
-		<-e.done
-		lease = e.lease
-	}
-	ctx, cancel := r.cfg.requestContext(ctx)
-	defer cancel()
-	if _, err := r.client.Delete(ctx, key); err != nil {
-		return fmt.Errorf("etcd: deregister %s: %w", key, err)
-	}
-	if lease != 0 {
-		if _, err := r.client.Revoke(ctx, lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			r.log.Debug("revoke failed", "key", key, "lease", int64(lease), "err", err)
-		}
-	}
-	return nil
+	return r.regs.Deregister(ctx, in)
 }
 
 // Close stops every keep-alive without deleting anything (the records
@@ -297,17 +206,48 @@ func (r *Registrar) Close() error {
 	return nil
 }
 
-// write puts value under e's lease, or under a new lease when etcd no
-// longer knows e's.
-func (r *Registrar) write(ctx context.Context, e *entry, value string) error {
+// create grants a lease for the new entry of key and puts value under it.
+func (r *Registrar) create(ctx context.Context, key string, _ registry.Instance, value []byte) (*entry, error) {
+	ctx, cancel := r.cfg.requestContext(ctx)
+	defer cancel()
+	e := &entry{key: key, value: string(value)}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.value = value
-	_, err := r.client.Put(ctx, e.key, value, clientv3.WithLease(e.lease))
+	if err := r.grantAndPut(ctx, e); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// write puts value under e's lease, or under a new lease when etcd no
+// longer knows e's.
+func (r *Registrar) write(ctx context.Context, _ string, e *entry, value []byte) error {
+	ctx, cancel := r.cfg.requestContext(ctx)
+	defer cancel()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.value = string(value)
+	_, err := r.client.Put(ctx, e.key, e.value, clientv3.WithLease(e.lease))
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return r.grantAndPut(ctx, e)
 	}
 	return err
+}
+
+// delete deletes key and revokes the lease of e, the entry of key if it
+// was registered (else nil), whose keep-alive has stopped.
+func (r *Registrar) delete(ctx context.Context, key string, _ registry.Instance, e *entry) error {
+	ctx, cancel := r.cfg.requestContext(ctx)
+	defer cancel()
+	if _, err := r.client.Delete(ctx, key); err != nil {
+		return err
+	}
+	if e != nil && e.lease != 0 {
+		if _, err := r.client.Revoke(ctx, e.lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			r.log.Debug("revoke failed", "key", key, "lease", int64(e.lease), "err", err)
+		}
+	}
+	return nil
 }
 
 // grantAndPut grants a new lease and puts e's value under it. The caller

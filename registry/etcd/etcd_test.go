@@ -2,8 +2,6 @@ package etcd_test
 
 import (
 	"context"
-	"log/slog"
-	"os"
 	"testing"
 	"time"
 
@@ -18,35 +16,19 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// testLogger shows warnings and errors in the test output.
-var testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-
 func config(s *etcdServer, ttl time.Duration) etcd.Config {
 	return etcd.Config{
 		Endpoints:      []string{s.Endpoint()},
 		TTL:            ttl,
 		RequestTimeout: 2 * time.Second,
-		Logger:         testLogger,
+		Logger:         registrytest.Logger(),
 	}
 }
 
-func newRegistrar(t testing.TB, cfg etcd.Config) *etcd.Registrar {
-	t.Helper()
-	r, err := etcd.NewRegistrar(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-func newDiscovery(t testing.TB, cfg etcd.Config) *etcd.Discovery {
-	t.Helper()
-	d, err := etcd.NewDiscovery(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
+var (
+	newRegistrar = registrytest.Constructor(etcd.NewRegistrar)
+	newDiscovery = registrytest.Constructor(etcd.NewDiscovery)
+)
 
 func rawClient(t testing.TB, s *etcdServer) *clientv3.Client {
 	t.Helper()

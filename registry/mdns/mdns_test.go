@@ -3,7 +3,6 @@ package mdns_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -18,8 +17,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-var testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 // loopback returns the config for mDNS on the loopback interface only, so
 // no multicast leaves the host. It fails the test when multicast does not
@@ -36,7 +33,7 @@ func loopback(t *testing.T) mdns.Config {
 		QueryTimeout: 300 * time.Millisecond,
 		Interval:     400 * time.Millisecond,
 		Expiry:       1500 * time.Millisecond,
-		Logger:       testLogger,
+		Logger:       registrytest.Logger(),
 	}
 	probeMulticast(t, cfg)
 	return cfg
@@ -113,7 +110,7 @@ func TestUnspecifiedHost(t *testing.T) {
 
 // What mDNS cannot advertise is refused with a clear error.
 func TestRegisterRefuses(t *testing.T) {
-	r, _ := mdns.NewRegistrar(mdns.Config{Logger: testLogger})
+	r, _ := mdns.NewRegistrar(mdns.Config{Logger: registrytest.Logger()})
 	defer r.Close()
 	ctx := context.Background()
 	for name, tc := range map[string]struct {

@@ -173,17 +173,15 @@ var (
 // they age out. It is safe for concurrent use; Register, Update and
 // Deregister are serialized.
 type Registrar struct {
-	s *store
-
-	opMu    sync.Mutex
-	mu      sync.Mutex // guards entries
-	entries map[string]*entry
+	s    *store
+	regs *regutil.Registrations[*entry]
 }
 
+// entry is one registered instance.
 type entry struct {
-	key  string
-	stop context.CancelFunc
-	done chan struct{}
+	key   string
+	kv    jetstream.KeyValue
+	every time.Duration // refresh interval
 
 	mu    sync.Mutex // guards value; serializes puts of key
 	value []byte
@@ -196,7 +194,17 @@ func NewRegistrar(cfg Config) (*Registrar, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Registrar{s: s, entries: make(map[string]*entry)}, nil
+	r := &Registrar{s: s}
+	r.regs = &regutil.Registrations[*entry]{
+		Backend: "nats",
+		Life:    s.life,
+		Key:     key,
+		Create:  r.create,
+		Write:   r.write,
+		Keep:    r.keep,
+		Delete:  r.delete,
+	}
+	return r, nil
 }
 
 // Register puts in's record and puts it again every MaxAge/3 (the
@@ -204,88 +212,13 @@ func NewRegistrar(cfg Config) (*Registrar, error) {
 // record. It fails for an invalid instance, when NATS does not answer
 // within ctx and RequestTimeout, and with registry.ErrClosed after Close.
 func (r *Registrar) Register(ctx context.Context, in registry.Instance) error {
-	if err := in.Validate(); err != nil {
-		return fmt.Errorf("nats: %w", err)
-	}
-	value, err := in.Marshal()
-	if err != nil {
-		return fmt.Errorf("nats: %w", err)
-	}
-	k := key(in)
-	r.opMu.Lock()
-	defer r.opMu.Unlock()
-	if r.s.life.Closed() {
-		return fmt.Errorf("nats: register %s: %w", k, registry.ErrClosed)
-	}
-	ctx, cancel := r.s.requestContext(ctx)
-	defer cancel()
-	kv, err := r.s.bucket(ctx)
-	if err != nil {
-		return fmt.Errorf("nats: register %s: %w", k, err)
-	}
-	r.mu.Lock()
-	e := r.entries[k]
-	r.mu.Unlock()
-	if e != nil {
-		if err := r.put(ctx, kv, e, value); err != nil {
-			return fmt.Errorf("nats: register %s: %w", k, err)
-		}
-		return nil
-	}
-	e = &entry{key: k, done: make(chan struct{})}
-	if err := r.put(ctx, kv, e, value); err != nil {
-		return fmt.Errorf("nats: register %s: %w", k, err)
-	}
-	every := r.s.cfg.TTL / 3
-	if st, err := kv.Status(ctx); err == nil && st.TTL() > 0 {
-		every = st.TTL() / 3
-	} else if err == nil {
-		r.s.log.Warn("bucket has no MaxAge: records of dead servers never expire", "bucket", r.s.cfg.Bucket)
-	}
-	kctx, stop := context.WithCancel(r.s.life.Context())
-	e.stop = stop
-	if err := r.s.life.Go(func() { defer close(e.done); r.keep(kctx, kv, e, every) }); err != nil {
-		stop()
-		return fmt.Errorf("nats: register %s: %w", k, err)
-	}
-	r.mu.Lock()
-	r.entries[k] = e
-	r.mu.Unlock()
-	return nil
+	return r.regs.Register(ctx, in)
 }
 
 // Update puts in's new record. It fails with registry.ErrNotRegistered
 // for an instance r has not registered.
 func (r *Registrar) Update(ctx context.Context, in registry.Instance) error {
-	if err := in.Validate(); err != nil {
-		return fmt.Errorf("nats: %w", err)
-	}
-	value, err := in.Marshal()
-	if err != nil {
-		return fmt.Errorf("nats: %w", err)
-	}
-	k := key(in)
-	r.opMu.Lock()
-	defer r.opMu.Unlock()
-	if r.s.life.Closed() {
-		return fmt.Errorf("nats: update %s: %w", k, registry.ErrClosed)
-	}
-	r.mu.Lock()
-	e := r.entries[k]
-	r.mu.Unlock()
-	if e == nil {
-		return fmt.Errorf("nats: update %s: %w", k, registry.ErrNotRegistered)
-	}
-	ctx, cancel := r.s.requestContext(ctx)
-	defer cancel()
-	kv, err := r.s.bucket(ctx)
-	if err == nil {
-		err = r.put(ctx, kv, e, value)
-	}
-	if err != nil {
-		return fmt.Errorf("nats: update %s: %w", k, err)
-	}
-	return nil
+	return r.regs.Update(ctx, in)
 }
 
 // Deregister stops refreshing in's key and deletes it. Deregistering an
@@ -293,33 +226,7 @@ func (r *Registrar) Update(ctx context.Context, in registry.Instance) error {
 // an error. When NATS cannot be reached the refresh is stopped all the
 // same, so the record ages out within MaxAge.
 func (r *Registrar) Deregister(ctx context.Context, in registry.Instance) error {
-	if err := in.Validate(); err != nil {
-		return fmt.Errorf("nats: %w", err)
-	}
-	k := key(in)
-	r.opMu.Lock()
-	defer r.opMu.Unlock()
-	if r.s.life.Closed() {
-		return fmt.Errorf("nats: deregister %s: %w", k, registry.ErrClosed)
-	}
-	r.mu.Lock()
-	e := r.entries[k]
-	delete(r.entries, k)
-	r.mu.Unlock()
-	if e != nil {
-		e.stop()
-		<-e.done
-	}
-	ctx, cancel := r.s.requestContext(ctx)
-	defer cancel()
-	kv, err := r.s.bucket(ctx)
-	if err == nil {
-		err = kv.Delete(ctx, k)
-	}
-	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("nats: deregister %s: %w", k, err)
-	}
-	return nil
+	return r.regs.Deregister(ctx, in)
 }
 
 // Close stops every refresh without deleting anything (the records age
@@ -330,19 +237,62 @@ func (r *Registrar) Close() error {
 	return nil
 }
 
-func (r *Registrar) put(ctx context.Context, kv jetstream.KeyValue, e *entry, value []byte) error {
+// create opens the bucket, puts value at k for a new entry and sets the
+// entry's refresh interval to a third of the bucket's MaxAge.
+func (r *Registrar) create(ctx context.Context, k string, _ registry.Instance, value []byte) (*entry, error) {
+	ctx, cancel := r.s.requestContext(ctx)
+	defer cancel()
+	kv, err := r.s.bucket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e := &entry{key: k, kv: kv, every: r.s.cfg.TTL / 3}
+	if err := r.put(ctx, e, value); err != nil {
+		return nil, err
+	}
+	if st, err := kv.Status(ctx); err == nil && st.TTL() > 0 {
+		e.every = st.TTL() / 3
+	} else if err == nil {
+		r.s.log.Warn("bucket has no MaxAge: records of dead servers never expire", "bucket", r.s.cfg.Bucket)
+	}
+	return e, nil
+}
+
+// write puts value at e's key.
+func (r *Registrar) write(ctx context.Context, _ string, e *entry, value []byte) error {
+	ctx, cancel := r.s.requestContext(ctx)
+	defer cancel()
+	return r.put(ctx, e, value)
+}
+
+// put puts value at e's key and keeps it for the refreshes.
+func (r *Registrar) put(ctx context.Context, e *entry, value []byte) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if _, err := kv.Put(ctx, e.key, value); err != nil {
+	if _, err := e.kv.Put(ctx, e.key, value); err != nil {
 		return err
 	}
 	e.value = value
 	return nil
 }
 
-// keep puts e's record again every interval until ctx ends.
-func (r *Registrar) keep(ctx context.Context, kv jetstream.KeyValue, e *entry, every time.Duration) {
-	t := time.NewTicker(max(every, 10*time.Millisecond))
+// delete deletes k from the bucket; an absent key is not an error.
+func (r *Registrar) delete(ctx context.Context, k string, _ registry.Instance, _ *entry) error {
+	ctx, cancel := r.s.requestContext(ctx)
+	defer cancel()
+	kv, err := r.s.bucket(ctx)
+	if err == nil {
+		err = kv.Delete(ctx, k)
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return err
+	}
+	return nil
+}
+
+// keep puts e's record again every e.every until ctx ends.
+func (r *Registrar) keep(ctx context.Context, e *entry) {
+	t := time.NewTicker(max(e.every, 10*time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
@@ -352,7 +302,7 @@ func (r *Registrar) keep(ctx context.Context, kv jetstream.KeyValue, e *entry, e
 		}
 		rctx, cancel := r.s.requestContext(ctx)
 		e.mu.Lock()
-		_, err := kv.Put(rctx, e.key, e.value)
+		_, err := e.kv.Put(rctx, e.key, e.value)
 		e.mu.Unlock()
 		cancel()
 		if err != nil && ctx.Err() == nil {

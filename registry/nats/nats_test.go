@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -27,8 +26,6 @@ import (
 var natsAddr = cmp.Or(os.Getenv("FLEET_TEST_NATS"), "127.0.0.1:4222")
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-var testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 // rawJS connects a plain client; it fails (not skips) the test with a hint
 // when NATS is not running.
@@ -65,26 +62,13 @@ func testBucket(t testing.TB) string {
 }
 
 func config(addr, bucket string, ttl time.Duration) fnats.Config {
-	return fnats.Config{URL: "nats://" + addr, Bucket: bucket, TTL: ttl, RequestTimeout: 2 * time.Second, Logger: testLogger}
+	return fnats.Config{URL: "nats://" + addr, Bucket: bucket, TTL: ttl, RequestTimeout: 2 * time.Second, Logger: registrytest.Logger()}
 }
 
-func newRegistrar(t testing.TB, cfg fnats.Config) *fnats.Registrar {
-	t.Helper()
-	r, err := fnats.NewRegistrar(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-func newDiscovery(t testing.TB, cfg fnats.Config) *fnats.Discovery {
-	t.Helper()
-	d, err := fnats.NewDiscovery(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
+var (
+	newRegistrar = registrytest.Constructor(fnats.NewRegistrar)
+	newDiscovery = registrytest.Constructor(fnats.NewDiscovery)
+)
 
 func TestConformance(t *testing.T) {
 	cfg := config(natsAddr, testBucket(t), 2*time.Second)
@@ -207,42 +191,13 @@ func TestDiscoveryOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
-	defer cancel()
 	r := newRegistrar(t, config(natsAddr, bucket, 3*time.Second))
 	dcfg := config(p.Addr(), bucket, 3*time.Second)
 	dcfg.RequestTimeout = 500 * time.Millisecond
 	d := newDiscovery(t, dcfg)
 	defer r.Close()
 	defer d.Close()
-	svc := registrytest.ServiceName(t)
-	a := registry.Instance{Service: svc, Addr: registrytest.Addr(1)}
-	b := registry.Instance{Service: svc, Addr: registrytest.Addr(2)}
-	if err := r.Register(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	ch, err := d.Watch(ctx, svc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	registrytest.WaitFor(t, svc, ch, 5*time.Second, registrytest.HasKeys(a.Key()))
-
-	p.Block()
-	if err := r.Register(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	registrytest.Quiet(t, svc, ch, 2*time.Second, func([]registry.Instance) bool { return true })
-	list, err := d.Instances(ctx, svc)
-	if err != nil || len(list) != 1 {
-		t.Fatalf("Instances while cut off = %v, %v; want the last list", registrytest.Keys(list), err)
-	}
-
-	p.Unblock()
-	registrytest.WaitFor(t, svc, ch, 10*time.Second, registrytest.HasKeys(a.Key(), b.Key()))
-	if err := r.Deregister(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	registrytest.WaitFor(t, svc, ch, 5*time.Second, registrytest.HasKeys(b.Key()))
+	registrytest.DiscoveryOutage(t, r, d, p, registrytest.Options{Timeout: 5 * time.Second, Settle: 2 * time.Second})
 }
 
 // A Registrar cut off from NATS for longer than MaxAge loses its keys;
@@ -254,26 +209,11 @@ func TestRegistrarOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
-	defer cancel()
 	rcfg := config(p.Addr(), bucket, 2*time.Second)
 	rcfg.RequestTimeout = 500 * time.Millisecond
 	r := newRegistrar(t, rcfg)
 	d := newDiscovery(t, config(natsAddr, bucket, 2*time.Second))
 	defer r.Close()
 	defer d.Close()
-	svc := registrytest.ServiceName(t)
-	a := registry.Instance{Service: svc, Addr: registrytest.Addr(1)}
-	if err := r.Register(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	ch, err := d.Watch(ctx, svc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	registrytest.WaitFor(t, svc, ch, 5*time.Second, registrytest.HasKeys(a.Key()))
-	p.Block()
-	registrytest.WaitFor(t, svc, ch, 8*time.Second, registrytest.HasKeys())
-	p.Unblock()
-	registrytest.WaitFor(t, svc, ch, 8*time.Second, registrytest.HasKeys(a.Key()))
+	registrytest.RegistrarOutage(t, r, d, p, registrytest.Options{Timeout: 5 * time.Second, ExpiryTimeout: 8 * time.Second})
 }

@@ -123,16 +123,12 @@ type Registrar struct {
 	own    bool
 	log    *slog.Logger
 	life   *regutil.Life
-
-	opMu    sync.Mutex
-	mu      sync.Mutex // guards entries
-	entries map[string]*entry
+	regs   *regutil.Registrations[*entry]
 }
 
+// entry is one registered instance.
 type entry struct {
 	key, channel, id string
-	stop             context.CancelFunc
-	done             chan struct{}
 
 	mu    sync.Mutex // guards value; serializes writes of key
 	value []byte
@@ -143,14 +139,23 @@ type entry struct {
 func NewRegistrar(cfg Config) (*Registrar, error) {
 	cfg = cfg.withDefaults()
 	cli, own := cfg.client()
-	return &Registrar{
-		cfg:     cfg,
-		client:  cli,
-		own:     own,
-		log:     cfg.Logger,
-		life:    regutil.NewLife(),
-		entries: make(map[string]*entry),
-	}, nil
+	r := &Registrar{
+		cfg:    cfg,
+		client: cli,
+		own:    own,
+		log:    cfg.Logger,
+		life:   regutil.NewLife(),
+	}
+	r.regs = &regutil.Registrations[*entry]{
+		Backend: "redis",
+		Life:    r.life,
+		Key:     cfg.key,
+		Create:  r.create,
+		Write:   r.write,
+		Keep:    r.keep,
+		Delete:  r.delete,
+	}
+	return r, nil
 }
 
 // Register sets in's key to its record with an expiry of TTL, publishes
@@ -159,71 +164,14 @@ func NewRegistrar(cfg Config) (*Registrar, error) {
 // instance, when Redis does not answer within ctx and with
 // registry.ErrClosed after Close.
 func (r *Registrar) Register(ctx context.Context, in registry.Instance) error {
-	if err := in.Validate(); err != nil {
-		return fmt.Errorf("redis: %w", err)
-	}
-	value, err := in.Marshal()
-	if err != nil {
-		return fmt.Errorf("redis: %w", err)
-	}
-	key := r.cfg.key(in)
-	r.opMu.Lock()
-	defer r.opMu.Unlock()
-	if r.life.Closed() {
-		return fmt.Errorf("redis: register %s: %w", key, registry.ErrClosed)
-	}
-	r.mu.Lock()
-	e := r.entries[key]
-	r.mu.Unlock()
-	if e != nil {
-		if err := r.write(ctx, e, value, "register"); err != nil {
-			return fmt.Errorf("redis: register %s: %w", key, err)
-		}
-		return nil
-	}
-	e = &entry{key: key, channel: r.cfg.channel(in.Service), id: in.Key(), done: make(chan struct{})}
-	if err := r.write(ctx, e, value, "register"); err != nil {
-		return fmt.Errorf("redis: register %s: %w", key, err)
-	}
-	kctx, stop := context.WithCancel(r.life.Context())
-	e.stop = stop
-	if err := r.life.Go(func() { defer close(e.done); r.keep(kctx, e) }); err != nil {
-		stop()
-		return fmt.Errorf("redis: register %s: %w", key, err)
-	}
-	r.mu.Lock()
-	r.entries[key] = e
-	r.mu.Unlock()
-	return nil
+	return r.regs.Register(ctx, in)
 }
 
 // Update sets in's key to its new record and publishes "update". It
 // fails with registry.ErrNotRegistered for an instance r has not
 // registered.
 func (r *Registrar) Update(ctx context.Context, in registry.Instance) error {
-	if err := in.Validate(); err != nil {
-		return fmt.Errorf("redis: %w", err)
-	}
-	value, err := in.Marshal()
-	if err != nil {
-		return fmt.Errorf("redis: %w", err)
-	}
-	key := r.cfg.key(in)
-	r.opMu.Lock()
-	defer r.opMu.Unlock()
-	if r.life.Closed() {
-		return fmt.Errorf("redis: update %s: %w", key, registry.ErrClosed)
-	}
-	r.mu.Lock()
-	e := r.entries[key]
-	r.mu.Unlock()
-	if e == nil {
-		return fmt.Errorf("redis: update %s: %w", key, registry.ErrNotRegistered)
-	}
-	if err := r.write(ctx, e, value, "update"); err != nil {
-		return fmt.Errorf("redis: update %s: %w", key, err)
-	}
-	return nil
+	return r.regs.Update(ctx, in)
 }
 
 // Deregister stops refreshing in's key, deletes it and publishes
@@ -231,28 +179,7 @@ func (r *Registrar) Update(ctx context.Context, in registry.Instance) error {
 // key too; an absent key is not an error. When Redis cannot be reached
 // the refresh is stopped all the same, so the record expires within TTL.
 func (r *Registrar) Deregister(ctx context.Context, in registry.Instance) error {
-	if err := in.Validate(); err != nil {
-		return fmt.Errorf("redis: %w", err)
-	}
-	key := r.cfg.key(in)
-	r.opMu.Lock()
-	defer r.opMu.Unlock()
-	if r.life.Closed() {
-		return fmt.Errorf("redis: deregister %s: %w", key, registry.ErrClosed)
-	}
-	r.mu.Lock()
-	e := r.entries[key]
-	delete(r.entries, key)
-	r.mu.Unlock()
-	if e != nil {
-		e.stop()
-		<-e.done
-	}
-	if err := r.client.Del(ctx, key).Err(); err != nil {
-		return fmt.Errorf("redis: deregister %s: %w", key, err)
-	}
-	r.publish(ctx, r.cfg.channel(in.Service), "deregister", in.Key())
-	return nil
+	return r.regs.Deregister(ctx, in)
 }
 
 // Close stops every refresh without deleting anything (the records
@@ -268,8 +195,18 @@ func (r *Registrar) Close() error {
 	return nil
 }
 
+// create sets key to value for a new entry of in and publishes
+// "register".
+func (r *Registrar) create(ctx context.Context, key string, in registry.Instance, value []byte) (*entry, error) {
+	e := &entry{key: key, channel: r.cfg.channel(in.Service), id: in.Key()}
+	if err := r.write(ctx, "register", e, value); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
 // write sets e's key to value and publishes op.
-func (r *Registrar) write(ctx context.Context, e *entry, value []byte, op string) error {
+func (r *Registrar) write(ctx context.Context, op string, e *entry, value []byte) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := r.client.Set(ctx, e.key, value, r.cfg.TTL).Err(); err != nil {
@@ -277,6 +214,15 @@ func (r *Registrar) write(ctx context.Context, e *entry, value []byte, op string
 	}
 	e.value = value
 	r.publish(ctx, e.channel, op, e.id)
+	return nil
+}
+
+// delete deletes key and publishes "deregister".
+func (r *Registrar) delete(ctx context.Context, key string, in registry.Instance, _ *entry) error {
+	if err := r.client.Del(ctx, key).Err(); err != nil {
+		return err
+	}
+	r.publish(ctx, r.cfg.channel(in.Service), "deregister", in.Key())
 	return nil
 }
 

@@ -3,7 +3,6 @@ package redis_test
 import (
 	"cmp"
 	"context"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -24,29 +23,14 @@ var redisAddr = cmp.Or(os.Getenv("FLEET_TEST_REDIS"), "127.0.0.1:6379")
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-
 func config(addr string, ttl time.Duration) redis.Config {
-	return redis.Config{Addr: addr, TTL: ttl, Logger: testLogger}
+	return redis.Config{Addr: addr, TTL: ttl, Logger: registrytest.Logger()}
 }
 
-func newRegistrar(t testing.TB, cfg redis.Config) *redis.Registrar {
-	t.Helper()
-	r, err := redis.NewRegistrar(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-func newDiscovery(t testing.TB, cfg redis.Config) *redis.Discovery {
-	t.Helper()
-	d, err := redis.NewDiscovery(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
+var (
+	newRegistrar = registrytest.Constructor(redis.NewRegistrar)
+	newDiscovery = registrytest.Constructor(redis.NewDiscovery)
+)
 
 // rawClient is a plain client for inspecting and tampering with keys; it
 // fails (not skips) the test with a hint when Redis is not running.
@@ -176,44 +160,13 @@ func TestDiscoveryOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
-	defer cancel()
 	r := newRegistrar(t, config(redisAddr, 3*time.Second))
 	dcfg := config(p.Addr(), 3*time.Second)
 	dcfg.PollInterval = 300 * time.Millisecond
 	d := newDiscovery(t, dcfg)
 	defer r.Close()
 	defer d.Close()
-	svc := registrytest.ServiceName(t)
-	a := registry.Instance{Service: svc, Addr: registrytest.Addr(1)}
-	b := registry.Instance{Service: svc, Addr: registrytest.Addr(2)}
-	if err := r.Register(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	ch, err := d.Watch(ctx, svc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	registrytest.WaitFor(t, svc, ch, 5*time.Second, registrytest.HasKeys(a.Key()))
-
-	p.Block()
-	if err := r.Register(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	registrytest.Quiet(t, svc, ch, 1500*time.Millisecond, func([]registry.Instance) bool { return true })
-	qctx, qcancel := context.WithTimeout(ctx, time.Second)
-	list, err := d.Instances(qctx, svc)
-	qcancel()
-	if err != nil || len(list) != 1 {
-		t.Fatalf("Instances while cut off = %v, %v; want the last list", registrytest.Keys(list), err)
-	}
-
-	p.Unblock()
-	registrytest.WaitFor(t, svc, ch, 10*time.Second, registrytest.HasKeys(a.Key(), b.Key()))
-	if err := r.Deregister(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	registrytest.WaitFor(t, svc, ch, 5*time.Second, registrytest.HasKeys(b.Key()))
+	registrytest.DiscoveryOutage(t, r, d, p, registrytest.Options{Timeout: 5 * time.Second, Settle: 1500 * time.Millisecond})
 }
 
 // A Registrar cut off from Redis for longer than TTL loses its keys to
@@ -225,26 +178,11 @@ func TestRegistrarOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
-	defer cancel()
 	r := newRegistrar(t, config(p.Addr(), 2*time.Second))
 	d := newDiscovery(t, config(redisAddr, 2*time.Second))
 	defer r.Close()
 	defer d.Close()
-	svc := registrytest.ServiceName(t)
-	a := registry.Instance{Service: svc, Addr: registrytest.Addr(1)}
-	if err := r.Register(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	ch, err := d.Watch(ctx, svc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	registrytest.WaitFor(t, svc, ch, 5*time.Second, registrytest.HasKeys(a.Key()))
-	p.Block()
-	registrytest.WaitFor(t, svc, ch, 6*time.Second, registrytest.HasKeys())
-	p.Unblock()
-	registrytest.WaitFor(t, svc, ch, 6*time.Second, registrytest.HasKeys(a.Key()))
+	registrytest.RegistrarOutage(t, r, d, p, registrytest.Options{Timeout: 5 * time.Second, ExpiryTimeout: 6 * time.Second})
 }
 
 // With KeyspaceEvents, an expiry reaches watchers through the keyspace

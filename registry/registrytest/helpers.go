@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -186,3 +188,26 @@ func Quiet(t testing.TB, service string, ch <-chan []registry.Instance, d time.D
 // Addr returns the loopback address "127.0.0.1:<20000+n>" used for the
 // n-th instance in a test. Nothing listens there: registries only store it.
 func Addr(n int) string { return fmt.Sprintf("127.0.0.1:%d", 20000+n) }
+
+// Logger returns the logger backend tests configure: it writes warnings
+// and errors to standard error, so they show in the test output.
+func Logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// Constructor turns a backend's NewRegistrar or NewDiscovery into a test
+// helper that returns what it makes and fails t when it returns an error:
+//
+//	var newRegistrar = registrytest.Constructor(etcd.NewRegistrar)
+//	...
+//	r := newRegistrar(t, cfg)
+func Constructor[C, T any](newFn func(C) (T, error)) func(t testing.TB, cfg C) T {
+	return func(t testing.TB, cfg C) T {
+		t.Helper()
+		v, err := newFn(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}

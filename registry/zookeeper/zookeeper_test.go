@@ -3,7 +3,6 @@ package zookeeper_test
 import (
 	"cmp"
 	"context"
-	"log/slog"
 	"net/url"
 	"os"
 	"testing"
@@ -24,29 +23,14 @@ var zkAddr = cmp.Or(os.Getenv("FLEET_TEST_ZOOKEEPER"), "127.0.0.1:2181")
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-
 func config(addr string, timeout time.Duration) zookeeper.Config {
-	return zookeeper.Config{Servers: []string{addr}, SessionTimeout: timeout, Logger: testLogger}
+	return zookeeper.Config{Servers: []string{addr}, SessionTimeout: timeout, Logger: registrytest.Logger()}
 }
 
-func newRegistrar(t testing.TB, cfg zookeeper.Config) *zookeeper.Registrar {
-	t.Helper()
-	r, err := zookeeper.NewRegistrar(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-func newDiscovery(t testing.TB, cfg zookeeper.Config) *zookeeper.Discovery {
-	t.Helper()
-	d, err := zookeeper.NewDiscovery(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
+var (
+	newRegistrar = registrytest.Constructor(zookeeper.NewRegistrar)
+	newDiscovery = registrytest.Constructor(zookeeper.NewDiscovery)
+)
 
 // rawConn is a plain zk client for inspecting and tampering with znodes.
 func rawConn(t testing.TB) *zk.Conn {
@@ -229,38 +213,7 @@ func TestDiscoveryReconnects(t *testing.T) {
 	d := newDiscovery(t, config(p.Addr(), 2*time.Second))
 	defer r.Close()
 	defer d.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	svc := registrytest.ServiceName(t)
-	a := registry.Instance{Service: svc, Addr: registrytest.Addr(1)}
-	b := registry.Instance{Service: svc, Addr: registrytest.Addr(2)}
-	if err := r.Register(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	ch, err := d.Watch(ctx, svc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	registrytest.WaitFor(t, svc, ch, 5*time.Second, registrytest.HasKeys(a.Key()))
-	if _, err := d.Instances(ctx, svc); err != nil {
-		t.Fatal(err)
-	}
-
-	p.Block()
-	if err := r.Register(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	// Longer than the session timeout: the Discovery's session expires.
-	registrytest.Quiet(t, svc, ch, 5*time.Second, func([]registry.Instance) bool { return true })
-	list, err := d.Instances(ctx, svc)
-	if err != nil || len(list) != 1 {
-		t.Fatalf("Instances while cut off = %v, %v; want the last list", registrytest.Keys(list), err)
-	}
-
-	p.Unblock()
-	registrytest.WaitFor(t, svc, ch, 10*time.Second, registrytest.HasKeys(a.Key(), b.Key()))
-	if err := r.Deregister(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	registrytest.WaitFor(t, svc, ch, 5*time.Second, registrytest.HasKeys(b.Key()))
+	// Settle is longer than the session timeout: the Discovery's session
+	// expires while it is cut off.
+	registrytest.DiscoveryOutage(t, r, d, p, registrytest.Options{Timeout: 5 * time.Second, Settle: 5 * time.Second})
 }

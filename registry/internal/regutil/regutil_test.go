@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,5 +199,96 @@ func TestDecode(t *testing.T) {
 	}
 	if _, err := regutil.Decode([]byte("{"), "A"); err == nil {
 		t.Fatal("bad JSON accepted")
+	}
+}
+
+// fakeBackend records what the hooks of a Registrations do.
+type fakeBackend struct {
+	writes  []string // "<op> <key>"
+	deleted []string
+	keeping chan string // receives the key when a Keep starts
+	fail    error       // returned by Create
+}
+
+func newRegistrations(b *fakeBackend) *regutil.Registrations[string] {
+	return &regutil.Registrations[string]{
+		Backend: "fake",
+		Life:    regutil.NewLife(),
+		Key:     func(in registry.Instance) string { return in.Service + "/" + in.Key() },
+		Create: func(_ context.Context, key string, _ registry.Instance, _ []byte) (string, error) {
+			b.writes = append(b.writes, "create "+key)
+			return key, b.fail
+		},
+		Write: func(_ context.Context, op, key string, _ []byte) error {
+			b.writes = append(b.writes, op+" "+key)
+			return nil
+		},
+		Keep: func(ctx context.Context, key string) {
+			b.keeping <- key
+			<-ctx.Done()
+		},
+		Delete: func(_ context.Context, key string, _ registry.Instance, state string) error {
+			b.deleted = append(b.deleted, key+"="+state)
+			return nil
+		},
+	}
+}
+
+// Register creates then writes, Update needs a registration, Deregister
+// stops Keep before Delete, errors carry the backend, op and key, and
+// nothing runs after Close.
+func TestRegistrations(t *testing.T) {
+	b := &fakeBackend{keeping: make(chan string, 4)}
+	regs := newRegistrations(b)
+	ctx := context.Background()
+	in := registry.Instance{Service: "S", Addr: "h:1"}
+
+	err := regs.Update(ctx, in)
+	if !errors.Is(err, registry.ErrNotRegistered) || err.Error() != "fake: update S/h:1: registry: instance not registered" {
+		t.Fatalf("Update before Register = %v", err)
+	}
+	if err := regs.Register(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if k := <-b.keeping; k != "S/h:1" {
+		t.Fatalf("Keep of %q", k)
+	}
+	if err := regs.Register(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := regs.Update(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := regs.Deregister(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := regs.Deregister(ctx, in); err != nil { // not registered: Delete all the same
+		t.Fatal(err)
+	}
+	want := []string{"create S/h:1", "register S/h:1", "update S/h:1"}
+	if !slices.Equal(b.writes, want) || !slices.Equal(b.deleted, []string{"S/h:1=S/h:1", "S/h:1="}) {
+		t.Fatalf("writes %q, deletes %q", b.writes, b.deleted)
+	}
+
+	if err := regs.Register(ctx, registry.Instance{Service: "S"}); err == nil || !strings.HasPrefix(err.Error(), "fake: registry: ") {
+		t.Fatalf("Register of an invalid instance = %v", err)
+	}
+	b.fail = errors.New("down")
+	if err := regs.Register(ctx, in); err == nil || err.Error() != "fake: register S/h:1: down" {
+		t.Fatalf("Register failing = %v", err)
+	}
+	b.fail = nil
+	if err := regs.Register(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	<-b.keeping
+	regs.Life.Close() // stops the Keep without deleting
+	for _, err := range []error{regs.Register(ctx, in), regs.Update(ctx, in), regs.Deregister(ctx, in)} {
+		if !errors.Is(err, registry.ErrClosed) {
+			t.Fatalf("after Close: %v", err)
+		}
+	}
+	if len(b.deleted) != 2 {
+		t.Fatalf("Delete called after Close: %q", b.deleted)
 	}
 }
