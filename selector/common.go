@@ -24,6 +24,31 @@ func usableKeys(servers []registry.Instance) []string {
 	return keys
 }
 
+// carryOver walks the usable servers with distinct keys, in order, and
+// calls add with each one and its state: the state old held for that key
+// when the server stays, else a new zero S. It returns the new key→state
+// map, so per-server counters and averages survive an Update.
+func carryOver[S any](servers []registry.Instance, old map[string]*S, add func(in *registry.Instance, key string, st *S)) map[string]*S {
+	byKey := make(map[string]*S, len(servers))
+	for i := range servers {
+		in := &servers[i]
+		if !usable(in) {
+			continue
+		}
+		k := in.Key()
+		if _, dup := byKey[k]; dup {
+			continue
+		}
+		st := old[k]
+		if st == nil {
+			st = new(S)
+		}
+		byKey[k] = st
+		add(in, k, st)
+	}
+	return byKey
+}
+
 // excludeOf returns p's exclusion function, nil when p is nil or has none.
 func excludeOf(p *Pick) func(string) bool {
 	if p == nil {

@@ -56,29 +56,16 @@ type llSnapshot struct {
 }
 
 func (s *leastLoaded) Update(servers []registry.Instance) {
-	old := s.snap.Load()
-	n := &llSnapshot{byKey: make(map[string]*counter, len(servers))}
-	for i := range servers {
-		in := &servers[i]
-		if !usable(in) {
-			continue
-		}
-		k := in.Key()
-		if _, dup := n.byKey[k]; dup {
-			continue
-		}
-		var c *counter
-		if old != nil {
-			c = old.byKey[k]
-		}
-		if c == nil {
-			c = new(counter)
-		}
+	var old map[string]*counter
+	if o := s.snap.Load(); o != nil {
+		old = o.byKey
+	}
+	n := &llSnapshot{}
+	n.byKey = carryOver(servers, old, func(in *registry.Instance, k string, c *counter) {
 		n.keys = append(n.keys, k)
 		n.reported = append(n.reported, in.Load.InFlight)
 		n.counts = append(n.counts, c)
-		n.byKey[k] = c
-	}
+	})
 	s.snap.Store(n)
 }
 

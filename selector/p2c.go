@@ -84,28 +84,15 @@ func (sv *p2cServer) cost(now int64, tau float64) (float64, bool) {
 }
 
 func (s *p2c) Update(servers []registry.Instance) {
-	old := s.snap.Load()
-	n := &p2cSnapshot{byKey: make(map[string]*p2cServer, len(servers))}
-	for i := range servers {
-		in := &servers[i]
-		if !usable(in) {
-			continue
-		}
-		k := in.Key()
-		if _, dup := n.byKey[k]; dup {
-			continue
-		}
-		var sv *p2cServer
-		if old != nil {
-			sv = old.byKey[k]
-		}
-		if sv == nil {
-			sv = new(p2cServer)
-		}
+	var old map[string]*p2cServer
+	if o := s.snap.Load(); o != nil {
+		old = o.byKey
+	}
+	n := &p2cSnapshot{}
+	n.byKey = carryOver(servers, old, func(_ *registry.Instance, k string, sv *p2cServer) {
 		n.keys = append(n.keys, k)
 		n.servers = append(n.servers, sv)
-		n.byKey[k] = sv
-	}
+	})
 	s.snap.Store(n)
 }
 

@@ -32,20 +32,19 @@ type Handler func(ctx context.Context, args, reply any) error
 type Interceptor func(ctx context.Context, info *fleet.CallInfo, args, reply any, next Handler) error
 
 type options struct {
-	limits           protocol.Limits
-	maxPerConn       int
-	maxHeldBytes     int64
-	workers          int
-	readBuf          int
-	idleTimeout      time.Duration
-	writeTimeout     time.Duration
-	compressMin      int
-	tls              *tls.Config
-	auth             AuthFunc
-	interceptors     []Interceptor
-	plugins          []any
-	logger           *slog.Logger
-	shutdownDrainPad time.Duration
+	limits       protocol.Limits
+	maxPerConn   int
+	maxHeldBytes int64
+	workers      int
+	readBuf      int
+	idleTimeout  time.Duration
+	writeTimeout time.Duration
+	compressMin  int
+	tls          *tls.Config
+	auth         AuthFunc
+	interceptors []Interceptor
+	plugins      []any
+	logger       *slog.Logger
 }
 
 func defaultOptions() options {

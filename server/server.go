@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/fleetrpc/fleet"
-	"github.com/fleetrpc/fleet/protocol"
 )
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -354,5 +353,3 @@ var errShuttingDown = fleet.NewError(fleet.ShuttingDown, "server is shutting dow
 
 // errClosed is the writer error after a connection closed.
 var errClosed = fleet.NewError(fleet.Unavailable, "connection closed")
-
-func (s *Server) limits() *protocol.Limits { return &s.opts.limits }
