@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/client"
+	"github.com/fleetrpc/fleet/internal/testutil"
 	"github.com/fleetrpc/fleet/registry"
 	"github.com/fleetrpc/fleet/registry/static"
 	"github.com/fleetrpc/fleet/selector"
@@ -169,27 +170,7 @@ func TestGracefulShutdownFailfast(t *testing.T) {
 		}
 	}
 	x := newX(t, tab, client.WithFailMode(client.Failfast), client.WithSelector(selector.NewRoundRobin()))
-	var failed atomic.Int64
-	var firstErr atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := 0; i < 50; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if err := x.Call(context.Background(), "Do", &Req{}, &Rep{}); err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-				}
-			}
-		}()
-	}
+	load := testutil.StartLoad(50, 0, func(int) error { return x.Call(context.Background(), "Do", &Req{}, &Rep{}) })
 	time.Sleep(100 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -198,10 +179,8 @@ func TestGracefulShutdownFailfast(t *testing.T) {
 	}
 	before := a.calls.Load()
 	time.Sleep(100 * time.Millisecond)
-	close(stop)
-	wg.Wait()
-	if n := failed.Load(); n != 0 {
-		t.Fatalf("%d calls failed with Failfast; first: %v", n, firstErr.Load())
+	if _, n, first := load.Stop(); n != 0 {
+		t.Fatalf("%d calls failed with Failfast; first: %v", n, first)
 	}
 	if a.calls.Load() == before {
 		t.Fatal("no calls after the shutdown: the test proved nothing")

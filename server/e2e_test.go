@@ -512,24 +512,16 @@ func (h *hookRec) PostWriteResponse(ctx context.Context, info *fleet.CallInfo, e
 func TestGarbageClosesOnlyThatConnection(t *testing.T) {
 	_, _, addr := newServer(t, server.WithLogger(discardLogger()))
 	good := dial(t, addr)
-	stop := make(chan struct{})
-	var bad atomic.Int64
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			var out Msg
-			if err := good.Call(context.Background(), "Svc", "Echo", &Msg{"ok"}, &out); err != nil || out.S != "ok" {
-				bad.Add(1)
-			}
+	load := testutil.StartLoad(1, 0, func(int) error {
+		var out Msg
+		if err := good.Call(context.Background(), "Svc", "Echo", &Msg{"ok"}, &out); err != nil {
+			return err
 		}
-	}()
+		if out.S != "ok" {
+			return fmt.Errorf("reply %q", out.S)
+		}
+		return nil
+	})
 	rnd := make([]byte, 4096)
 	for i := range rnd {
 		rnd[i] = byte(rand.IntN(256))
@@ -555,10 +547,8 @@ func TestGarbageClosesOnlyThatConnection(t *testing.T) {
 		}
 		nc.Close()
 	}
-	close(stop)
-	wg.Wait()
-	if bad.Load() != 0 {
-		t.Fatalf("%d calls of the good client failed", bad.Load())
+	if ok, n, first := load.Stop(); n != 0 || ok == 0 {
+		t.Fatalf("good client: %d calls ok, %d failed; first: %v", ok, n, first)
 	}
 }
 

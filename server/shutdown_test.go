@@ -38,50 +38,32 @@ func TestShutdownUnderLoadLosesNothing(t *testing.T) {
 	for i := range clients {
 		clients[i] = dial(t, addr)
 	}
-	var ok, refused atomic.Int64
-	var mu sync.Mutex
-	var other []error
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := 0; i < 50; i++ {
-		wg.Add(1)
-		go func(c *client.Client) {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				err := c.Call(context.Background(), "S", "Work", &Msg{"x"}, &Msg{})
-				switch {
-				case err == nil:
-					ok.Add(1)
-				case fleet.CodeOf(err) == fleet.ShuttingDown || errors.Is(err, client.ErrNotSent):
-					refused.Add(1)
-				default:
-					mu.Lock()
-					other = append(other, err)
-					mu.Unlock()
-				}
-			}
-		}(clients[i%len(clients)])
-	}
+	// Calls refused as not run count as successes of the load; only the
+	// others are failures.
+	var refused atomic.Int64
+	load := testutil.StartLoad(50, 0, func(i int) error {
+		err := clients[i%len(clients)].Call(context.Background(), "S", "Work", &Msg{"x"}, &Msg{})
+		if fleet.CodeOf(err) == fleet.ShuttingDown || errors.Is(err, client.ErrNotSent) {
+			refused.Add(1)
+			return nil
+		}
+		return err
+	})
 	time.Sleep(100 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	close(stop)
-	wg.Wait()
-	if len(other) > 0 {
-		t.Fatalf("%d calls lost: first %v", len(other), other[0])
+	ok, lost, first := load.Stop()
+	if lost > 0 {
+		t.Fatalf("%d calls lost: first %v", lost, first)
 	}
-	if ok.Load() == 0 || ok.Load() != handled.Load() {
-		t.Fatalf("%d calls succeeded, %d handled", ok.Load(), handled.Load())
+	served := ok - refused.Load()
+	if served == 0 || served != handled.Load() {
+		t.Fatalf("%d calls succeeded, %d handled", served, handled.Load())
 	}
-	t.Logf("%d calls served, %d refused as not run", ok.Load(), refused.Load())
+	t.Logf("%d calls served, %d refused as not run", served, refused.Load())
 }
 
 func TestShutdownReturnsAtDeadlineWithStuckHandler(t *testing.T) {

@@ -4,13 +4,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fleetrpc/fleet/client"
 	"github.com/fleetrpc/fleet/internal/etcdserver"
+	"github.com/fleetrpc/fleet/internal/testutil"
 	"github.com/fleetrpc/fleet/registry"
 	"github.com/fleetrpc/fleet/registry/etcd"
 	"github.com/fleetrpc/fleet/server"
@@ -91,43 +91,19 @@ func TestRegistryDownUnderLoad(t *testing.T) {
 	defer x.Close()
 	waitFor(t, 10*time.Second, func() bool { return len(x.Servers()) == 2 })
 
-	var failed, ok atomic.Int64
-	var firstErr atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := 0; i < 20; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(time.Millisecond):
-				}
-				if err := x.Call(context.Background(), "Do", &Ping{}, &Pong{}); err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-				} else {
-					ok.Add(1)
-				}
-			}
-		}()
-	}
+	load := testutil.StartLoad(20, time.Millisecond, func(int) error { return x.Call(context.Background(), "Do", &Ping{}, &Pong{}) })
 	time.Sleep(300 * time.Millisecond)
 	es.Stop()
-	down := ok.Load()
+	down := load.OK()
 	time.Sleep(10 * time.Second)
-	during := ok.Load() - down
+	during := load.OK() - down
 	if err := es.Start(); err != nil {
 		t.Fatal(err)
 	}
 	c := startNode(t, cfg, "c")
 	waitFor(t, 20*time.Second, func() bool { return c.calls.Load() > 0 })
-	close(stop)
-	wg.Wait()
-	if n := failed.Load(); n != 0 {
-		t.Fatalf("%d calls failed; first: %v", n, firstErr.Load())
+	if _, n, first := load.Stop(); n != 0 {
+		t.Fatalf("%d calls failed; first: %v", n, first)
 	}
 	if during == 0 {
 		t.Fatal("no call succeeded while etcd was down")
