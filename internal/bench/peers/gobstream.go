@@ -27,13 +27,11 @@ func init() {
 
 type gobStreamServer struct {
 	counter
-	conns connTracker
-	lis   listenerCloser
+	tcpServer
 }
 
 func (s *gobStreamServer) Serve(lis net.Listener) error {
-	s.lis.set(lis)
-	return serveLoop(lis, &s.conns, func(c net.Conn) {
+	return s.serve(lis, func(c net.Conn) {
 		dec := gob.NewDecoder(bufio.NewReaderSize(c, 64<<10))
 		var batch []GobLogEntry
 		for {
@@ -44,15 +42,6 @@ func (s *gobStreamServer) Serve(lis net.Listener) error {
 			s.n.Add(int64(len(batch)))
 		}
 	})
-}
-
-func (s *gobStreamServer) Close() error {
-	s.conns.mu.Lock()
-	s.conns.closed = true
-	s.conns.mu.Unlock()
-	s.lis.close()
-	s.conns.closeAll()
-	return nil
 }
 
 type gobStreamConn struct {

@@ -95,10 +95,9 @@ func (l *NetLog) Log(args *LogBatch, reply *LogReply) error {
 
 type netRPCServer struct {
 	counter
-	json  bool
-	srv   *rpc.Server
-	conns connTracker
-	lis   listenerCloser
+	json bool
+	srv  *rpc.Server
+	tcpServer
 }
 
 func newNetRPCServer(o ServerOptions, json bool) (Server, error) {
@@ -116,23 +115,13 @@ func newNetRPCServer(o ServerOptions, json bool) (Server, error) {
 }
 
 func (s *netRPCServer) Serve(lis net.Listener) error {
-	s.lis.set(lis)
-	return serveLoop(lis, &s.conns, func(c net.Conn) {
+	return s.serve(lis, func(c net.Conn) {
 		if s.json {
 			s.srv.ServeCodec(jsonrpc.NewServerCodec(c))
 		} else {
 			s.srv.ServeConn(c)
 		}
 	})
-}
-
-func (s *netRPCServer) Close() error {
-	s.conns.mu.Lock()
-	s.conns.closed = true
-	s.conns.mu.Unlock()
-	s.lis.close()
-	s.conns.closeAll()
-	return nil
 }
 
 type netRPCClient struct {

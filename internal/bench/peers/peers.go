@@ -336,6 +336,26 @@ func serveLoop(lis net.Listener, t *connTracker, handle func(net.Conn)) error {
 	}
 }
 
+// tcpServer is the part every hand-written TCP peer server shares: its
+// listener and open connections, closed together by Close.
+type tcpServer struct {
+	conns connTracker
+	lis   listenerCloser
+}
+
+// serve accepts on lis and runs handle for each connection (serveLoop).
+func (s *tcpServer) serve(lis net.Listener, handle func(net.Conn)) error {
+	s.lis.set(lis)
+	return serveLoop(lis, &s.conns, handle)
+}
+
+// Close closes the listener, then every open connection.
+func (s *tcpServer) Close() error {
+	s.lis.close()
+	s.conns.closeAll()
+	return nil
+}
+
 // listenerCloser closes the listener once.
 type listenerCloser struct {
 	once sync.Once

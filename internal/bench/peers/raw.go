@@ -45,13 +45,11 @@ const rawMaxFrame = 1 << 20
 
 type rawServer struct {
 	counter
-	conns connTracker
-	lis   listenerCloser
+	tcpServer
 }
 
 func (s *rawServer) Serve(lis net.Listener) error {
-	s.lis.set(lis)
-	return serveLoop(lis, &s.conns, func(c net.Conn) {
+	return s.serve(lis, func(c net.Conn) {
 		br := bufio.NewReaderSize(c, 64<<10)
 		bw := bufio.NewWriterSize(c, 64<<10)
 		buf := make([]byte, rawHeader+4096)
@@ -80,15 +78,6 @@ func (s *rawServer) Serve(lis net.Listener) error {
 			}
 		}
 	})
-}
-
-func (s *rawServer) Close() error {
-	s.conns.mu.Lock()
-	s.conns.closed = true
-	s.conns.mu.Unlock()
-	s.lis.close()
-	s.conns.closeAll()
-	return nil
 }
 
 var errRawClosed = errors.New("raw: connection closed")
