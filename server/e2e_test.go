@@ -290,7 +290,6 @@ func TestDeadlineReachesHandler(t *testing.T) {
 // TestHandlerContextDoneAfterClientDeadline measures, on the wall clock,
 // when the handler's ctx ends relative to the client's deadline.
 func TestHandlerContextDoneAfterClientDeadline(t *testing.T) {
-	_, svc, addr := newServer(t)
 	done := make(chan time.Time, 1)
 	srvDone := func(ctx context.Context, in *Msg, out *Msg) error {
 		<-ctx.Done()
@@ -300,8 +299,6 @@ func TestHandlerContextDoneAfterClientDeadline(t *testing.T) {
 	srv := server.New()
 	srv.RegisterFunction("F", "Wait", srvDone)
 	c := dial(t, testutil.Serve(t, srv))
-	_ = svc
-	_ = addr
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	dl, _ := ctx.Deadline()
