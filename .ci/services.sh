@@ -13,7 +13,7 @@
 # the background, and the script then waits (bounded by WAIT_SECONDS,
 # default 60) until every server answers, failing with the tail of the
 # server's log when one does not. Run it as root before
-# `go test -race ./registry/...`.
+# the tests.
 #
 # Environment:
 #   WAIT_SECONDS    how long to wait for each server (default 60)

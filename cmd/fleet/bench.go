@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleetrpc/fleet/internal/bench"
-	"github.com/fleetrpc/fleet/internal/bench/peers"
+	"github.com/fleetrpc/fleet/bench"
+	"github.com/fleetrpc/fleet/bench/peers"
 )
 
 func init() {

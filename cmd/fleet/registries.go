@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/fleetrpc/fleet/internal/etcdserver"
+	"github.com/fleetrpc/fleet/registry/etcd/embedded"
 	"github.com/fleetrpc/fleet/registry"
 	"github.com/fleetrpc/fleet/registry/etcd"
 	"github.com/fleetrpc/fleet/registry/nats"
@@ -26,7 +26,7 @@ type registryBackend struct {
 // in-process etcd when rawURL is empty.
 func openRegistry(rawURL string) (*registryBackend, error) {
 	if rawURL == "" {
-		srv, err := etcdserver.New("")
+		srv, err := embedded.New("")
 		if err != nil {
 			return nil, err
 		}

@@ -3,7 +3,7 @@ package etcd_test
 import (
 	"testing"
 
-	"github.com/fleetrpc/fleet/internal/etcdserver"
+	"github.com/fleetrpc/fleet/registry/etcd/embedded"
 	"go.uber.org/zap"
 )
 
@@ -12,13 +12,13 @@ import (
 // restart it on the same ports and data, like a server process restarting.
 type etcdServer struct {
 	t testing.TB
-	*etcdserver.Server
+	*embedded.Server
 }
 
 // startEtcd starts a new etcd that the test's cleanup stops.
 func startEtcd(t testing.TB) *etcdServer {
 	t.Helper()
-	s, err := etcdserver.New(t.TempDir())
+	s, err := embedded.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

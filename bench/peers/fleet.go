@@ -1,0 +1,152 @@
+package peers
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/fleetrpc/fleet/client"
+	"github.com/fleetrpc/fleet/codec"
+	"github.com/fleetrpc/fleet/compress"
+	"github.com/fleetrpc/fleet/bench/benchmsg"
+	"github.com/fleetrpc/fleet/internal/benchpb"
+	"github.com/fleetrpc/fleet/server"
+)
+
+// The Fleet peer: server.New and client.Dial with their defaults and the
+// protobuf codec, the same protobuf messages as gRPC. N connections = N
+// clients used round robin; LogOneway is client.Send; Compress turns on zstd
+// for payloads from 512 bytes.
+
+func init() {
+	Register(&Peer{
+		Name:       Fleet,
+		Title:      "Fleet",
+		Desc:       "server.New and client.Dial with default options, protobuf codec; N connections = N clients used round robin",
+		Ops:        []Op{OpEcho, OpAdd, OpLog, OpLogOneway},
+		OnewayDesc: "client.Send (oneway frame)",
+		NewServer:  newFleetServer,
+		Dial:       dialFleet,
+	})
+}
+
+// FleetHello is the echo service.
+type FleetHello struct{ sleep time.Duration }
+
+// Say answers the benchmark message with field1 = "OK" and field2 = 100.
+func (h *FleetHello) Say(ctx context.Context, args *benchpb.BenchmarkMessage, reply *benchpb.BenchmarkMessage) error {
+	sleep(ctx, h.sleep)
+	benchpb.Echo(reply, args)
+	return nil
+}
+
+// FleetMath is MathService.
+type FleetMath struct{}
+
+// Add sets reply.X = A + B.
+func (FleetMath) Add(_ context.Context, args *benchmsg.AddRequest, reply *benchmsg.AddReply) error {
+	reply.X = args.A + args.B
+	return nil
+}
+
+// FleetLog is the log service; Log serves both acknowledged calls and
+// oneway sends.
+type FleetLog struct{ c *counter }
+
+// Log counts the entries of a batch.
+func (l *FleetLog) Log(_ context.Context, args *benchmsg.LogBatch, reply *benchmsg.LogReply) error {
+	l.c.n.Add(int64(len(args.Entries)))
+	reply.Code, reply.Count = benchmsg.ResultCode_OK, int32(len(args.Entries))
+	return nil
+}
+
+type fleetServer struct {
+	counter
+	srv *server.Server
+}
+
+func newFleetServer(o ServerOptions) (Server, error) {
+	s := &fleetServer{srv: server.New()}
+	if err := s.srv.RegisterName("Hello", &FleetHello{sleep: o.Sleep}); err != nil {
+		return nil, err
+	}
+	if err := s.srv.RegisterName("MathService", FleetMath{}); err != nil {
+		return nil, err
+	}
+	if err := s.srv.RegisterName("LogService", &FleetLog{c: &s.counter}); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *fleetServer) Serve(lis net.Listener) error {
+	err := s.srv.Serve(lis)
+	if errors.Is(err, server.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+func (s *fleetServer) Close() error { return s.srv.Close() }
+
+type fleetClient struct {
+	rr      roundRobin
+	clients []*client.Client
+	msg     *benchpb.BenchmarkMessage
+	batch   *benchmsg.LogBatch
+}
+
+func dialFleet(ctx context.Context, addr string, o ClientOptions) (Client, error) {
+	opts := []client.Option{client.WithCodec(codec.Protobuf)}
+	if o.Compress {
+		opts = append(opts, client.WithCompression(compress.Zstd, 512))
+	}
+	c := &fleetClient{msg: benchpb.New(), batch: newProtoBatch()}
+	for range conns(o) {
+		cl, err := client.Dial(ctx, "tcp", addr, opts...)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		c.clients = append(c.clients, cl)
+	}
+	return c, nil
+}
+
+func (c *fleetClient) client() *client.Client { return c.clients[c.rr.pick(len(c.clients))] }
+
+func (c *fleetClient) Echo(ctx context.Context) error {
+	out := new(benchpb.BenchmarkMessage)
+	if err := c.client().Call(ctx, "Hello", "Say", c.msg, out); err != nil {
+		return err
+	}
+	return checkEcho(out.GetField1(), out.GetField2(), out.GetField3(), out.GetField9())
+}
+
+func (c *fleetClient) Add(ctx context.Context, a, b int32) (int32, error) {
+	out := new(benchmsg.AddReply)
+	if err := c.client().Call(ctx, "MathService", "Add", &benchmsg.AddRequest{A: a, B: b}, out); err != nil {
+		return 0, err
+	}
+	return out.X, checkAdd(a, b, out.X)
+}
+
+func (c *fleetClient) Log(ctx context.Context) error {
+	out := new(benchmsg.LogReply)
+	if err := c.client().Call(ctx, "LogService", "Log", c.batch, out); err != nil {
+		return err
+	}
+	return checkLogCount(int(out.Count))
+}
+
+func (c *fleetClient) LogOneway(ctx context.Context) error {
+	return c.client().Send(ctx, "LogService", "Log", c.batch)
+}
+
+func (c *fleetClient) Close() error {
+	for _, cl := range c.clients {
+		cl.Close()
+	}
+	return nil
+}

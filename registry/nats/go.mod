@@ -1,0 +1,20 @@
+module github.com/fleetrpc/fleet/registry/nats
+
+go 1.26.8
+
+require (
+	github.com/fleetrpc/fleet v0.0.0-00010101000000-000000000000
+	github.com/nats-io/nats.go v1.55.0
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/klauspost/compress v1.20.3 // indirect
+	github.com/nats-io/nkeys v0.4.16 // indirect
+	github.com/nats-io/nuid v1.0.1 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)
+
+replace github.com/fleetrpc/fleet => ../..
