@@ -13,9 +13,9 @@ import (
 	_ "google.golang.org/grpc/encoding/proto" // registers gRPC's "proto" codec
 	"google.golang.org/grpc/mem"
 
-	"github.com/fleetrpc/fleet/codec"
 	"github.com/fleetrpc/fleet/bench/peers"
 	"github.com/fleetrpc/fleet/bench/thriftbench"
+	"github.com/fleetrpc/fleet/codec"
 	"github.com/fleetrpc/fleet/internal/benchpb"
 )
 

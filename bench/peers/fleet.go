@@ -6,10 +6,10 @@ import (
 	"net"
 	"time"
 
+	"github.com/fleetrpc/fleet/bench/benchmsg"
 	"github.com/fleetrpc/fleet/client"
 	"github.com/fleetrpc/fleet/codec"
 	"github.com/fleetrpc/fleet/compress"
-	"github.com/fleetrpc/fleet/bench/benchmsg"
 	"github.com/fleetrpc/fleet/internal/benchpb"
 	"github.com/fleetrpc/fleet/server"
 )

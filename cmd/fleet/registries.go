@@ -5,9 +5,9 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/fleetrpc/fleet/registry/etcd/embedded"
 	"github.com/fleetrpc/fleet/registry"
 	"github.com/fleetrpc/fleet/registry/etcd"
+	"github.com/fleetrpc/fleet/registry/etcd/embedded"
 	"github.com/fleetrpc/fleet/registry/nats"
 	"github.com/fleetrpc/fleet/registry/redis"
 	"github.com/fleetrpc/fleet/registry/zookeeper"

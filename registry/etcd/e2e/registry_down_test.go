@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/fleetrpc/fleet/client"
-	"github.com/fleetrpc/fleet/registry/etcd/embedded"
 	"github.com/fleetrpc/fleet/internal/testutil"
 	"github.com/fleetrpc/fleet/registry"
 	"github.com/fleetrpc/fleet/registry/etcd"
+	"github.com/fleetrpc/fleet/registry/etcd/embedded"
 	"github.com/fleetrpc/fleet/server"
 	"go.uber.org/goleak"
 )
