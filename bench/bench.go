@@ -50,6 +50,9 @@ type Options struct {
 	// LogSenders is the number of goroutines shipping log batches over
 	// the one connection of scenario 4; zero means 4.
 	LogSenders int
+	// Repeat runs the echo scenario this many rounds and reports the
+	// median round and the spread of each figure; 0 or 1 means one round.
+	Repeat int
 	// Out is the markdown report to write, with its charts in img/ next
 	// to it and the JSON results beside it (".json"); empty writes none.
 	Out string
@@ -85,7 +88,7 @@ func Render(in, out string, stdout io.Writer) (*Report, error) {
 			}
 		}
 		if t := r.targetsTable(); t != "" {
-			fmt.Fprintf(stdout, "### Targets (issue 4)\n\n%s\n", t)
+			fmt.Fprintf(stdout, "### Targets\n\n%s\n", t)
 		}
 	}
 	if out == "" {
@@ -96,19 +99,23 @@ func Render(in, out string, stdout io.Writer) (*Report, error) {
 
 // Report is the result of a run, as written with --json.
 type Report struct {
-	Machine  Machine         `json:"machine"`
-	Command  string          `json:"command"`
-	Mode     Mode            `json:"mode"`
-	Started  time.Time       `json:"started"`
-	Seconds  float64         `json:"seconds"`
-	Peers    []PeerInfo      `json:"peers"`
-	Echo     []EchoResult    `json:"echo,omitempty"`
-	Math     []MathResult    `json:"math,omitempty"`
-	Latency  []LatencyResult `json:"latency,omitempty"`
-	Logs     []LogResult     `json:"logs,omitempty"`
-	Codecs   []CodecResult   `json:"codecs,omitempty"`
-	Settings Settings        `json:"settings"`
-	Charts   []string        `json:"charts,omitempty"`
+	Machine Machine      `json:"machine"`
+	Command string       `json:"command"`
+	Mode    Mode         `json:"mode"`
+	Started time.Time    `json:"started"`
+	Seconds float64      `json:"seconds"`
+	Peers   []PeerInfo   `json:"peers"`
+	Echo    []EchoResult `json:"echo,omitempty"`
+	// EchoRounds holds every round of a --repeat run (Echo then holds the
+	// median rounds) and EchoSpread the spread of each figure.
+	EchoRounds []EchoResult    `json:"echo_rounds,omitempty"`
+	EchoSpread []EchoSpread    `json:"echo_spread,omitempty"`
+	Math       []MathResult    `json:"math,omitempty"`
+	Latency    []LatencyResult `json:"latency,omitempty"`
+	Logs       []LogResult     `json:"logs,omitempty"`
+	Codecs     []CodecResult   `json:"codecs,omitempty"`
+	Settings   Settings        `json:"settings"`
+	Charts     []string        `json:"charts,omitempty"`
 }
 
 // PeerInfo describes a measured peer.
@@ -191,7 +198,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r.prog.done()
 	if !o.JSON {
 		if t := r.targetsTable(); t != "" {
-			fmt.Fprintf(o.Stdout, "### Targets (issue 4)\n\n%s\n", t)
+			fmt.Fprintf(o.Stdout, "### Targets\n\n%s\n", t)
 		}
 	}
 	if o.Out != "" {
@@ -252,6 +259,7 @@ type runner struct {
 	set   Settings
 	prog  *progress
 	rep   *Report
+	round int // current echo round of a --repeat run, 0 in a single run
 }
 
 // server starts a bench-server child for peer p.

@@ -1,5 +1,5 @@
 // Package bench is the `fleet bench` program: it reproduces the benchmark
-// studies of the brief (rpcx-benchmark's echo, the gRPC-vs-Thrift
+// studies Fleet is measured by (rpcx-benchmark's echo, the gRPC-vs-Thrift
 // MathService, the handler-latency study and the Gob-vs-Thrift log
 // shipping, plus codec micro-benchmarks) with Fleet and its peers
 // (bench/peers) measured in the same run on the same machine.

@@ -33,7 +33,7 @@ func (r *runner) markdown() string {
 	p("\n")
 
 	if t := r.targetsTable(); t != "" {
-		p("## Targets (issue 4)\n\n%s\n", t)
+		p("## Targets\n\n%s\n", t)
 	}
 
 	chart := func(name, alt string) {
@@ -112,7 +112,7 @@ func joinStrings(ss []string) string {
 	return strings.Join(ss[:len(ss)-1], ", ") + " and " + ss[len(ss)-1]
 }
 
-// targetsTable renders issue 4's targets checked against the results, or ""
+// targetsTable renders the performance targets checked against the results, or ""
 // when none applies.
 func (r *runner) targetsTable() string {
 	ts := r.targets()

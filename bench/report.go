@@ -124,6 +124,10 @@ func (r *runner) table(scenario string) string {
 	switch scenario {
 	case ScenarioEcho:
 		heading, t = "Scenario 1: echo of the 581-byte BenchmarkMessage", r.echoTable()
+		if st := r.echoSpreadTable(); st != nil && len(st.rows) > 0 && len(t.rows) > 0 {
+			return "### " + heading + fmt.Sprintf(" (median of %d rounds)", r.o.Repeat) + "\n\n" + t.String() +
+				"\n### Spread of echo throughput over the rounds\n\n" + st.String()
+		}
 	case ScenarioMath:
 		heading, t = "Scenario 2: MathService.Add", r.mathTable()
 	case ScenarioLatency:
@@ -169,6 +173,22 @@ func (r *runner) echoTable() *table {
 	if capped {
 		t.note("⏱ stopped by the %v time cap before %s calls; calls/s is over the calls made.", r.set.EchoCap, num(float64(r.set.EchoCalls)))
 	}
+	return t
+}
+
+// echoSpreadTable shows, for a --repeat run, each peer's median, lowest
+// and highest throughput over the rounds and the spread (max - min) /
+// median.
+func (r *runner) echoSpreadTable() *table {
+	if len(r.rep.EchoSpread) == 0 {
+		return nil
+	}
+	t := &table{left: 3, head: []string{"conns", "callers", "peer", "rounds", "median calls/s", "min calls/s", "max calls/s", "spread"}}
+	for _, s := range r.rep.EchoSpread {
+		t.add(strconv.Itoa(s.Conns), num(float64(s.Callers)), r.title(s.Peer), strconv.Itoa(s.Rounds),
+			num(s.Median), num(s.Min), num(s.Max), fmt.Sprintf("%.1f%%", 100*s.Spread))
+	}
+	t.note("spread = (max - min) / median of the rounds' calls/s; the rounds run the peers interleaved.")
 	return t
 }
 
@@ -371,7 +391,7 @@ func (r *runner) codecsTable() *table {
 	return t
 }
 
-// target is one of issue 4's targets, checked against the results.
+// target is one of the performance targets, checked against the results.
 type target struct {
 	what, figure string
 	met          string // "yes", "no" or "n/a"

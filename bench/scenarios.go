@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +18,7 @@ import (
 // EchoResult is one measurement of scenario 1.
 type EchoResult struct {
 	Peer       string  `json:"peer"`
+	Round      int     `json:"round,omitempty"` // 1-based round of a --repeat run; 0 in a single run
 	Conns      int     `json:"conns"`
 	Callers    int     `json:"callers"`
 	Calls      int64   `json:"calls"`
@@ -138,20 +142,103 @@ func addOp(c peers.Client) func(context.Context, int64) error {
 
 // echo runs scenario 1: the 581-byte echo at each number of connections and
 // concurrent callers.
+//
+// With Options.Repeat > 1 it runs every peer that many rounds, the peers
+// interleaved within each round so that a drift in the machine's speed
+// touches all of them alike; every round's figures go to Report.EchoRounds
+// and Report.Echo keeps, per peer, connections and callers, the round with
+// the median throughput.
 func (r *runner) echo(ctx context.Context) error {
 	var errs []error
-	for _, p := range r.peers {
-		if !p.Has(peers.OpEcho) {
-			continue
+	rounds := max(r.o.Repeat, 1)
+	for round := 1; round <= rounds; round++ {
+		r.round = round
+		if rounds == 1 {
+			r.round = 0
 		}
-		if ctx.Err() != nil {
-			return errors.Join(append(errs, ctx.Err())...)
-		}
-		if err := r.echoPeer(ctx, p); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", p.Name, err))
+		for _, p := range r.peers {
+			if !p.Has(peers.OpEcho) {
+				continue
+			}
+			if ctx.Err() != nil {
+				return errors.Join(append(errs, ctx.Err())...)
+			}
+			if err := r.echoPeer(ctx, p); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", p.Name, err))
+			}
 		}
 	}
+	if rounds > 1 {
+		r.rep.EchoRounds = r.rep.Echo
+		r.rep.Echo = medianRounds(r.rep.EchoRounds)
+		r.rep.EchoSpread = r.echoSpreads()
+	}
 	return errors.Join(errs...)
+}
+
+// medianRounds keeps, for each peer, connection count and caller count, the
+// round whose throughput is the median of the rounds (the lower median for
+// an even count), in the order the keys first appear.
+func medianRounds(all []EchoResult) []EchoResult {
+	type key struct {
+		peer           string
+		conns, callers int
+	}
+	var order []key
+	groups := map[key][]EchoResult{}
+	for _, e := range all {
+		k := key{e.Peer, e.Conns, e.Callers}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], e)
+	}
+	out := make([]EchoResult, 0, len(order))
+	for _, k := range order {
+		g := slices.Clone(groups[k])
+		slices.SortFunc(g, func(a, b EchoResult) int { return cmp.Compare(a.Throughput, b.Throughput) })
+		out = append(out, g[(len(g)-1)/2])
+	}
+	return out
+}
+
+// EchoSpread summarizes one peer's echo throughput over the rounds of a
+// --repeat run.
+type EchoSpread struct {
+	Peer    string `json:"peer"`
+	Conns   int    `json:"conns"`
+	Callers int    `json:"callers"`
+	Rounds  int    `json:"rounds"`
+	// Median, Min and Max are calls per second.
+	Median float64 `json:"median_calls_per_sec"`
+	Min    float64 `json:"min_calls_per_sec"`
+	Max    float64 `json:"max_calls_per_sec"`
+	// Spread is (Max - Min) / Median, as a fraction.
+	Spread float64 `json:"spread"`
+}
+
+// echoSpreads computes the spread of every peer's figures in EchoRounds.
+func (r *runner) echoSpreads() []EchoSpread {
+	var out []EchoSpread
+	for _, m := range r.rep.Echo {
+		s := EchoSpread{Peer: m.Peer, Conns: m.Conns, Callers: m.Callers, Median: m.Throughput, Min: math.Inf(1)}
+		for _, e := range r.rep.EchoRounds {
+			if e.Peer != m.Peer || e.Conns != m.Conns || e.Callers != m.Callers {
+				continue
+			}
+			s.Rounds++
+			s.Min = min(s.Min, e.Throughput)
+			s.Max = max(s.Max, e.Throughput)
+		}
+		if s.Rounds < 2 {
+			continue
+		}
+		if s.Median > 0 {
+			s.Spread = (s.Max - s.Min) / s.Median
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 func (r *runner) echoPeer(ctx context.Context, p *peers.Peer) error {
@@ -180,7 +267,7 @@ func (r *runner) echoPeer(ctx context.Context, p *peers.Peer) error {
 				return err
 			}
 			r.rep.Echo = append(r.rep.Echo, EchoResult{
-				Peer: p.Name, Conns: conns, Callers: callers,
+				Peer: p.Name, Round: r.round, Conns: conns, Callers: callers,
 				Calls: m.calls, Errors: m.errors, Abandoned: m.abandoned, Error: m.errString(), Capped: m.capped,
 				Seconds: m.elapsed.Seconds(), Throughput: m.throughput(), Latency: summarize(m.samples),
 				ClientCPU: per100k(m.clientCPU, m.calls), ServerCPU: per100k(m.serverCPU, m.calls),

@@ -133,7 +133,7 @@ func Register(p *Peer) {
 
 // Order is the order in which peers appear in reports: Fleet first, the raw
 // ceilings last.
-var Order = []string{Fleet, GRPC, Thrift, NetRPC, JSONRPC, Raw, GobStream}
+var Order = []string{Fleet, RPCX, GRPC, Thrift, NetRPC, JSONRPC, Raw, GobStream}
 
 // All returns the registered peers in Order.
 func All() []*Peer {
@@ -173,6 +173,7 @@ func Names() []string {
 const (
 	Fleet     = "fleet"
 	GRPC      = "grpc"
+	RPCX      = "rpcx"
 	Thrift    = "thrift"
 	NetRPC    = "netrpc"
 	JSONRPC   = "jsonrpc"

@@ -21,18 +21,27 @@ func init() {
 		peerList []string
 		senders  int
 		render   string
+		repeat   int
 	)
 	cmd := &cobra.Command{
 		Use:   "bench [echo|math|latency|logs|codecs|all]...",
-		Short: "Compare Fleet with gRPC-go, Thrift, net/rpc and a raw TCP ceiling",
-		Long: `bench reproduces the brief's benchmark studies with Fleet and its peers in
-the same run on this machine, and prints one table per scenario:
+		Short: "Compare Fleet with rpcx, gRPC-go, Thrift, net/rpc and a raw TCP ceiling",
+		Long: `bench measures Fleet and its peers (rpcx, gRPC-go, Thrift, net/rpc, JSON-RPC,
+raw TCP and gob-stream ceilings) in the same run on this machine, with the same
+handler, message and load driver for every peer, and prints one table per
+scenario:
 
-  echo     the 581-byte BenchmarkMessage, 100-5000 callers over 1 and 10 connections
-  math     MathService.Add: long connection, short connections, 4 client processes
-  latency  handlers sleeping 0, 10 and 1000 ms, compared with Little's law
-  logs     log batches shipped acknowledged, oneway and oneway+zstd
-  codecs   marshal and unmarshal of the BenchmarkMessage by every codec
+  echo     throughput and latency percentiles of echoing the 581-byte
+           BenchmarkMessage, 100-5000 concurrent callers over 1 and 10 connections
+  math     MathService.Add calls/s: serial calls on one long connection, short
+           connections (connect, call, close), 4 client processes at once
+  latency  calls/s when handlers sleep 0, 10 and 1000 ms, against the limit
+           Little's law gives (callers / sleep)
+  logs     log entries/s shipped in batches: acknowledged, oneway, oneway+zstd
+  codecs   ns to marshal and unmarshal the BenchmarkMessage with every codec
+
+--repeat N runs the echo scenario N rounds (peers interleaved) and reports
+the median round and the spread (max - min) / median of each figure.
 
 Servers (and the 4 math client processes) run as separate processes of this
 binary. Every measurement is capped in time. A full run writes
@@ -61,6 +70,7 @@ everything in under a minute and writes nothing unless --out is given.`,
 				Peers:      peerList,
 				Mode:       mode,
 				LogSenders: senders,
+				Repeat:     repeat,
 				Out:        out,
 				JSON:       jsonOut,
 				Command:    "go run ./cmd/fleet " + quoteArgs(os.Args[1:]),
@@ -74,6 +84,7 @@ everything in under a minute and writes nothing unless --out is given.`,
 	f.StringVar(&out, "out", "docs/benchmarks.md", "markdown report to write, with charts in img/ beside it and the JSON results (default with --quick: none)")
 	f.StringSliceVar(&peerList, "peers", nil, "peers to measure (default all): "+strings.Join(peers.Names(), ","))
 	f.StringVar(&render, "render", "", "measure nothing: print the tables of an earlier run's JSON results (and rewrite --out and its charts from them)")
+	f.IntVar(&repeat, "repeat", 1, "run the echo scenario this many rounds and report the median and the spread of each figure")
 	f.IntVar(&senders, "log-senders", 4, "goroutines shipping log batches over the one connection of the logs scenario")
 	rootCmd.AddCommand(cmd)
 
