@@ -162,3 +162,16 @@ fi
 wait_for NATS nats_ok "$NATS_LOG"
 
 log "all registry servers are up"
+
+# --- tools of other modules -------------------------------------------------
+# Each module whose tests need a tool or server besides the registries above
+# (Prometheus, grpcurl, Node packages, Chromium, ...) adds one script to
+# .ci/setup.d/; each is sourced here, in name order, with the helpers above
+# (log, die, tcp_open, wait_for) in scope, and must be idempotent.
+for setup in "$(dirname "$0")"/setup.d/*.sh; do
+	[[ -e $setup ]] || continue
+	log "running ${setup##*/}"
+	# shellcheck source=/dev/null
+	source "$setup"
+done
+log "all tools are ready"
