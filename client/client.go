@@ -367,7 +367,7 @@ func notSent(err error) error {
 	}
 	msg := err.Error()
 	if fe, ok := err.(*fleet.Error); ok {
-		msg = fe.Message
+		msg = fe.Message()
 	}
 	return &notSentError{fleet.NewError(code, msg), err}
 }

@@ -376,7 +376,7 @@ func (c *conn) respond(seq uint64, cdID byte, compID compress.ID, reply any, err
 	if err != nil {
 		msg := err.Error()
 		if fe, ok := err.(*fleet.Error); ok {
-			msg = fe.Message
+			msg = fe.Message()
 		}
 		h.Status = byte(fleet.CodeOf(err))
 		if h.Status == byte(fleet.OK) {
