@@ -12,6 +12,8 @@ import (
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/codec"
 	"github.com/fleetrpc/fleet/compress"
+	"github.com/fleetrpc/fleet/internal/bufpool"
+	"github.com/fleetrpc/fleet/internal/ctxkey"
 	"github.com/fleetrpc/fleet/internal/transport"
 	"github.com/fleetrpc/fleet/protocol"
 )
@@ -186,7 +188,7 @@ func (c *Client) Call(ctx context.Context, service, method string, args, reply a
 func (c *Client) call(ctx context.Context, service, method string, args, reply any) error {
 	call := callPool.Get().(*Call)
 	call.Reply = reply
-	call.mdSink = fleet.ResponseMetadataSink(ctx)
+	call.mdSink, _ = ctx.Value(ctxkey.ResponseSink{}).(*fleet.Metadata)
 	if err := c.send(ctx, call, service, method, args, false); err != nil {
 		c.recycle(call)
 		return err
@@ -225,7 +227,7 @@ func (c *Client) Go(ctx context.Context, service, method string, args, reply any
 		panic("client: Go with an unbuffered done channel")
 	}
 	call := &Call{Service: service, Method: method, Args: args, Reply: reply, Done: done}
-	call.mdSink = fleet.ResponseMetadataSink(ctx)
+	call.mdSink, _ = ctx.Value(ctxkey.ResponseSink{}).(*fleet.Metadata)
 	if err := c.send(ctx, call, service, method, args, false); err != nil {
 		call.Error = err
 		call.complete()
@@ -299,7 +301,7 @@ func (c *Client) send(ctx context.Context, call *Call, service, method string, a
 		h.Seq = c.seq.Add(1)
 		call.seq = h.Seq
 	}
-	bp := protocol.GetBuffer(max(1024, int(c.sizeHint.Load())))
+	bp := bufpool.Get(max(1024, int(c.sizeHint.Load())))
 	buf, start := protocol.BeginFrame((*bp)[:0], &h, service, method, md)
 	p0 := len(buf)
 	buf, err := codec.MarshalAppend(cd, buf, args)
@@ -335,7 +337,7 @@ func (c *Client) send(ctx context.Context, call *Call, service, method string, a
 		c.sizeHint.Store(n)
 	}
 	*bp = buf
-	protocol.Release(bp)
+	bufpool.Put(bp)
 	return err
 }
 
@@ -344,7 +346,7 @@ func (c *Client) compress(buf []byte, start, p0 int) ([]byte, error) {
 	if comp == nil {
 		return buf, fleet.Errorf(fleet.InvalidArgument, "compression %d is not registered", c.opts.comp)
 	}
-	tp := protocol.GetBuffer(len(buf) - p0)
+	tp := bufpool.Get(len(buf) - p0)
 	out, err := comp.Compress((*tp)[:0], buf[p0:])
 	if err == nil && len(out) < len(buf)-p0 {
 		buf = append(buf[:p0], out...)
@@ -352,7 +354,7 @@ func (c *Client) compress(buf []byte, start, p0 int) ([]byte, error) {
 		buf[start+10] = byte(c.opts.comp)
 	}
 	*tp = out
-	protocol.Release(tp)
+	bufpool.Put(tp)
 	return buf, err
 }
 
@@ -399,7 +401,7 @@ func (c *Client) finish(call *Call) error {
 	}
 	f := &call.resp
 	defer func() {
-		protocol.Release(call.respBuf)
+		bufpool.Put(call.respBuf)
 		call.respBuf = nil
 		call.resp = protocol.Frame{}
 	}()
@@ -421,9 +423,9 @@ func (c *Client) finish(call *Call) error {
 		if comp == nil {
 			return fleet.Errorf(fleet.InvalidArgument, "response uses unknown compression %d", f.Compression)
 		}
-		bp := protocol.GetBuffer(len(payload) * 4)
+		bp := bufpool.Get(len(payload) * 4)
 		out, err := comp.Decompress((*bp)[:0], payload, c.opts.limits.MaxDecompressedSize)
-		defer func() { *bp = out; protocol.Release(bp) }()
+		defer func() { *bp = out; bufpool.Put(bp) }()
 		if err != nil {
 			return fleet.Errorf(fleet.ResourceExhausted, "decompress response: %v", err)
 		}
@@ -455,7 +457,7 @@ func (c *Client) readLoop() {
 			delete(c.pending, f.Seq)
 			c.mu.Unlock()
 			if call == nil { // the caller gave up on it
-				protocol.Release(buf)
+				bufpool.Put(buf)
 				continue
 			}
 			call.resp, call.respBuf = f, buf
@@ -464,17 +466,17 @@ func (c *Client) readLoop() {
 			}
 			call.complete()
 		case protocol.TypePing:
-			protocol.Release(buf)
+			bufpool.Put(buf)
 			var b [protocol.HeaderSize + 3]byte
 			out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypePong, Seq: f.Seq}, "", "", nil, nil, 0)
 			_ = c.w.Write(out)
 		case protocol.TypeGoAway:
-			protocol.Release(buf)
+			bufpool.Put(buf)
 			if !c.draining.Swap(true) {
 				go c.ackGoAway()
 			}
 		default:
-			protocol.Release(buf)
+			bufpool.Put(buf)
 		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/codec"
 	"github.com/fleetrpc/fleet/compress"
+	"github.com/fleetrpc/fleet/internal/bufpool"
+	"github.com/fleetrpc/fleet/internal/ctxkey"
 	"github.com/fleetrpc/fleet/internal/transport"
 	"github.com/fleetrpc/fleet/protocol"
 )
@@ -116,14 +118,14 @@ func (c *conn) readLoop() {
 		case protocol.TypePing:
 			var b [protocol.HeaderSize + 3]byte
 			out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypePong, Seq: f.Seq}, "", "", nil, nil, 0)
-			protocol.Release(buf)
+			bufpool.Put(buf)
 			_ = c.w.Write(out)
 		case protocol.TypeGoAway:
 			// The client's answer to our go-away: it sends nothing more.
-			protocol.Release(buf)
+			bufpool.Put(buf)
 			c.ackOnce.Do(func() { close(c.acked) })
 		default:
-			protocol.Release(buf) // pongs and stray responses
+			bufpool.Put(buf) // pongs and stray responses
 		}
 	}
 }
@@ -146,7 +148,7 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 	}
 	if refuse != nil {
 		seq, cd := f.Seq, f.Codec
-		protocol.Release(buf)
+		bufpool.Put(buf)
 		if !oneway {
 			c.respond(seq, cd, 0, nil, refuse, nil, nil)
 		}
@@ -164,7 +166,7 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 			c.active.Add(-1)
 			c.held.Add(-int64(cap(*buf)))
 			s.inflight.Add(-1)
-			protocol.Release(buf)
+			bufpool.Put(buf)
 		}
 		return
 	}
@@ -195,7 +197,7 @@ type callCtx struct {
 }
 
 func (c *callCtx) Value(key any) any {
-	if key == fleet.CallInfoKey {
+	if _, ok := key.(ctxkey.CallInfo); ok {
 		return &c.info
 	}
 	return c.Context.Value(key)
@@ -235,7 +237,7 @@ func (t *task) run() {
 	args := reflect.New(m.argType)
 	reply := reflect.New(m.replyType)
 	err := c.decode(f, args.Interface())
-	protocol.Release(t.buf)
+	bufpool.Put(t.buf)
 	t.buf = nil
 
 	if err == nil && s.opts.auth != nil {
@@ -291,9 +293,9 @@ func (c *conn) decode(f *protocol.Frame, args any) error {
 		if comp == nil {
 			return fleet.Errorf(fleet.InvalidArgument, "unknown compression %d", f.Compression)
 		}
-		bp := protocol.GetBuffer(len(payload) * 4)
+		bp := bufpool.Get(len(payload) * 4)
 		out, err := comp.Decompress((*bp)[:0], payload, c.s.opts.limits.MaxDecompressedSize)
-		defer func() { *bp = out; protocol.Release(bp) }()
+		defer func() { *bp = out; bufpool.Put(bp) }()
 		if err != nil {
 			return fleet.Errorf(fleet.ResourceExhausted, "decompress request: %v", err)
 		}
@@ -345,14 +347,14 @@ func (c *conn) respond(seq uint64, cdID byte, compID compress.ID, reply any, err
 	if hint != nil {
 		size = max(size, int(hint.Load()))
 	}
-	bp := protocol.GetBuffer(size)
+	bp := bufpool.Get(size)
 	buf := *bp
 	defer func() {
 		if hint != nil && int64(len(buf)) != hint.Load() {
 			hint.Store(int64(len(buf)))
 		}
 		*bp = buf
-		protocol.Release(bp)
+		bufpool.Put(bp)
 	}()
 	h := protocol.Header{Type: protocol.TypeResponse, Codec: cdID, Seq: seq}
 	var start int
@@ -401,7 +403,7 @@ func compressInPlace(buf []byte, start, p0 int, id compress.ID) []byte {
 	if comp == nil {
 		return buf
 	}
-	tp := protocol.GetBuffer(len(buf) - p0)
+	tp := bufpool.Get(len(buf) - p0)
 	out, err := comp.Compress((*tp)[:0], buf[p0:])
 	if err == nil && len(out) < len(buf)-p0 {
 		buf = append(buf[:p0], out...)
@@ -409,7 +411,7 @@ func compressInPlace(buf []byte, start, p0 int, id compress.ID) []byte {
 		buf[start+10] = byte(id)
 	}
 	*tp = out
-	protocol.Release(tp)
+	bufpool.Put(tp)
 	return buf
 }
 
