@@ -39,11 +39,12 @@ var (
 // by sequence id in whatever order they arrive. A broken connection fails
 // every pending call at once; a Client does not reconnect (XClient does).
 type Client struct {
-	opts   options
-	nc     net.Conn
-	r      *protocol.Reader
-	w      *transport.Writer
-	invoke Invoker
+	opts       options
+	nc         net.Conn
+	r          *protocol.Reader
+	w          *transport.Writer
+	invoke     Invoker // Call and Go: the interceptors around call, built once
+	invokeSend Invoker // Send: the interceptors around sendOneway, built once
 
 	seq      atomic.Uint64
 	received atomic.Uint64 // frames read, for heartbeats
@@ -121,13 +122,8 @@ func newClient(nc net.Conn, o options) *Client {
 		done:    make(chan struct{}),
 	}
 	c.opts.limits = c.r.Limits().WithDefaults()
-	c.invoke = c.call
-	for i := len(o.interceptors) - 1; i >= 0; i-- {
-		ic, next := o.interceptors[i], c.invoke
-		c.invoke = func(ctx context.Context, service, method string, args, reply any) error {
-			return ic(ctx, service, method, args, reply, next)
-		}
-	}
+	c.invoke = chain(o.interceptors, c.call)
+	c.invokeSend = chain(o.interceptors, c.sendOneway)
 	go c.readLoop()
 	go c.writeLoop()
 	return c
@@ -219,13 +215,34 @@ func (c *Client) recycle(call *Call) {
 // Go starts a call and returns at once. The call is sent on done when it
 // completes; done must be buffered (a nil done gets a new channel of 1).
 // ctx behaves as for Call: at its deadline or cancellation the call
-// completes with DeadlineExceeded or Canceled. Interceptors do not apply.
+// completes with DeadlineExceeded or Canceled. The client's interceptors
+// run around the call as for Call; with interceptors configured, each Go
+// call runs them on a goroutine of its own, which ends when the call
+// completes.
 func (c *Client) Go(ctx context.Context, service, method string, args, reply any, done chan *Call) *Call {
 	if done == nil {
 		done = make(chan *Call, 1)
 	} else if cap(done) == 0 {
 		panic("client: Go with an unbuffered done channel")
 	}
+	if len(c.opts.interceptors) == 0 {
+		return c.goCall(ctx, service, method, args, reply, done)
+	}
+	call := &Call{Service: service, Method: method, Args: args, Reply: reply, Done: done}
+	sink, _ := ctx.Value(ctxkey.ResponseSink{}).(*fleet.Metadata)
+	ictx := fleet.WithResponseMetadata(ctx, &call.ResponseMetadata)
+	go func() {
+		call.Error = c.invoke(ictx, service, method, args, reply)
+		if sink != nil {
+			*sink = call.ResponseMetadata
+		}
+		call.complete()
+	}()
+	return call
+}
+
+// goCall starts an asynchronous call without interceptors.
+func (c *Client) goCall(ctx context.Context, service, method string, args, reply any, done chan *Call) *Call {
 	call := &Call{Service: service, Method: method, Args: args, Reply: reply, Done: done}
 	call.mdSink, _ = ctx.Value(ctxkey.ResponseSink{}).(*fleet.Metadata)
 	if err := c.send(ctx, call, service, method, args, false); err != nil {
@@ -254,9 +271,28 @@ func (c *Client) Go(ctx context.Context, service, method string, args, reply any
 
 // Send sends a oneway call: the server runs it and sends nothing back, not
 // even an error. It returns once the request is queued for writing (nil),
-// or the error that prevented that.
+// or the error that prevented that. The client's interceptors run around
+// it with a nil reply; their invoke returns once the request is queued.
 func (c *Client) Send(ctx context.Context, service, method string, args any) error {
+	return c.invokeSend(ctx, service, method, args, nil)
+}
+
+// sendOneway is the end of Send's interceptor chain.
+func (c *Client) sendOneway(ctx context.Context, service, method string, args, _ any) error {
 	return c.send(ctx, nil, service, method, args, true)
+}
+
+// chain composes interceptors around final, the first one outermost. It
+// runs once, when the client is made.
+func chain(ics []Interceptor, final Invoker) Invoker {
+	h := final
+	for i := len(ics) - 1; i >= 0; i-- {
+		ic, next := ics[i], h
+		h = func(ctx context.Context, service, method string, args, reply any) error {
+			return ic(ctx, service, method, args, reply, next)
+		}
+	}
+	return h
 }
 
 // send encodes and queues a request; for two-way calls it registers call

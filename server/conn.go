@@ -194,11 +194,18 @@ func (s *Server) worker() {
 type callCtx struct {
 	context.Context
 	info fleet.CallInfo
+	m    *methodType // the method the call runs, for the interceptor chain's end
 }
 
+// methodKey is the context key under which a callCtx answers its method.
+type methodKey struct{}
+
 func (c *callCtx) Value(key any) any {
-	if _, ok := key.(ctxkey.CallInfo); ok {
+	switch key.(type) {
+	case ctxkey.CallInfo:
 		return &c.info
+	case methodKey:
+		return c.m
 	}
 	return c.Context.Value(key)
 }
@@ -217,7 +224,7 @@ func (t *task) run() {
 		}
 	}()
 	oneway := f.Flags&protocol.FlagOneway != 0
-	cctx := &callCtx{Context: c.ctx}
+	cctx := &callCtx{Context: c.ctx, m: m}
 	cctx.info = fleet.CallInfo{
 		Service: m.service, Method: m.name, Metadata: f.Metadata(),
 		RemoteAddr: c.remote, LocalAddr: c.local, Oneway: oneway,
@@ -254,9 +261,9 @@ func (t *task) run() {
 	}
 	var replyV any
 	if err == nil {
-		if len(s.opts.interceptors) > 0 {
+		if s.chain != nil {
 			replyV = reply.Interface()
-			err = s.intercept(ctx, &cctx.info, m, args.Interface(), replyV)
+			err = s.chain(ctx, args.Interface(), replyV)
 		} else {
 			err = s.safeCall(ctx, m, args, reply)
 		}
@@ -307,16 +314,31 @@ func (c *conn) decode(f *protocol.Frame, args any) error {
 	return nil
 }
 
-func (s *Server) intercept(ctx context.Context, info *fleet.CallInfo, m *methodType, args, reply any) error {
-	next := Handler(func(ctx context.Context, args, reply any) error {
-		return s.safeCall(ctx, m, reflect.ValueOf(args), reflect.ValueOf(reply))
-	})
-	ics := s.opts.interceptors
-	for i := len(ics) - 1; i >= 0; i-- {
-		ic, inner := ics[i], next
-		next = func(ctx context.Context, args, reply any) error { return ic(ctx, info, args, reply, inner) }
+// buildChain composes the interceptors around dispatch, once, when the
+// server is made; nil when there are none. Each link finds the call's info
+// in its context, so running the chain allocates nothing per call.
+func buildChain(ics []Interceptor, final Handler) Handler {
+	if len(ics) == 0 {
+		return nil
 	}
-	return next(ctx, args, reply)
+	h := final
+	for i := len(ics) - 1; i >= 0; i-- {
+		ic, next := ics[i], h
+		h = func(ctx context.Context, args, reply any) error {
+			return ic(ctx, fleet.CallInfoFrom(ctx), args, reply, next)
+		}
+	}
+	return h
+}
+
+// dispatch is the end of the interceptor chain: it runs the handler of
+// the call ctx belongs to.
+func (s *Server) dispatch(ctx context.Context, args, reply any) error {
+	m, _ := ctx.Value(methodKey{}).(*methodType)
+	if m == nil {
+		return fleet.NewError(fleet.Internal, "interceptor passed on a context not derived from the call's")
+	}
+	return s.safeCall(ctx, m, reflect.ValueOf(args), reflect.ValueOf(reply))
 }
 
 // safeCall runs the handler and turns a panic into an Internal error.
