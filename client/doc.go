@@ -13,7 +13,7 @@
 // failures by its FailMode: Failfast, Failover (another server), Failtry
 // (the same server), Failbackup (a backup request after a delay). Retries
 // are bounded by attempts, the caller's deadline and a RetryBudget; a
-// circuit breaker per server (github.com/sony/gobreaker) skips failing
+// circuit breaker per server (BreakerSettings) skips failing
 // servers and probes them back. Broadcast and Fork call every server.
 //
 // Errors are *fleet.Error values; errors.Is with ErrNotSent tells a call

@@ -74,7 +74,7 @@ type xoptions struct {
 	backoffBase  time.Duration
 	backoffMax   time.Duration
 	budget       *RetryBudget
-	breaker      *gobreaker.Settings
+	breaker      BreakerSettings
 	backupDelay  time.Duration
 	idempotent   map[string]bool
 	clientOpts   []Option
@@ -114,11 +114,11 @@ func WithBackoff(base, max time.Duration) XOption {
 // 10, 10*time.Second): retries at most 10% of calls over 10 s.
 func WithRetryBudget(b *RetryBudget) XOption { return xoptionFunc(func(o *xoptions) { o.budget = b }) }
 
-// WithBreaker sets the per-server circuit breaker settings
-// (github.com/sony/gobreaker). Default: trip after 5 consecutive server
-// failures, probe again after 5 s with one request.
-func WithBreaker(st gobreaker.Settings) XOption {
-	return xoptionFunc(func(o *xoptions) { o.breaker = &st })
+// WithBreaker sets the per-server circuit breaker (see BreakerSettings).
+// Default BreakerSettings{}: open after 5 consecutive server failures,
+// probe again after 5 s with one request.
+func WithBreaker(st BreakerSettings) XOption {
+	return xoptionFunc(func(o *xoptions) { o.breaker = st })
 }
 
 // WithBackupDelay sets Failbackup's delay before the backup request.
@@ -267,18 +267,7 @@ func (x *XClient) update(list []registry.Instance) {
 
 func (x *XClient) newEndpoint(in registry.Instance) *endpoint {
 	ep := &endpoint{inst: in, key: in.Key()}
-	st := gobreaker.Settings{
-		Name:        in.Key(),
-		MaxRequests: 1,
-		Timeout:     5 * time.Second,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 5 },
-	}
-	if x.opts.breaker != nil {
-		st = *x.opts.breaker
-		st.Name = in.Key()
-	}
-	st.IsSuccessful = func(err error) bool { return !serverFailure(err) }
-	ep.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
+	ep.breaker = newBreaker(ep.key, x.opts.breaker)
 	return ep
 }
 
