@@ -342,7 +342,7 @@ func (c *Client) send(ctx context.Context, call *Call, service, method string, a
 	p0 := len(buf)
 	buf, err := codec.MarshalAppend(cd, buf, args)
 	if err == nil && c.opts.comp != compress.None && len(buf)-p0 >= c.opts.compressMin {
-		buf, err = c.compress(buf, start, p0)
+		buf, err = protocol.CompressPayload(buf, start, p0, c.opts.comp)
 	}
 	if err == nil {
 		err = protocol.EndFrame(buf, start, c.opts.limits.MaxFrameSize)
@@ -375,23 +375,6 @@ func (c *Client) send(ctx context.Context, call *Call, service, method string, a
 	*bp = buf
 	bufpool.Put(bp)
 	return err
-}
-
-func (c *Client) compress(buf []byte, start, p0 int) ([]byte, error) {
-	comp := compress.Get(c.opts.comp)
-	if comp == nil {
-		return buf, fleet.Errorf(fleet.InvalidArgument, "compression %d is not registered", c.opts.comp)
-	}
-	tp := bufpool.Get(len(buf) - p0)
-	out, err := comp.Compress((*tp)[:0], buf[p0:])
-	if err == nil && len(out) < len(buf)-p0 {
-		buf = append(buf[:p0], out...)
-		buf[start+8] |= byte(protocol.FlagCompressed)
-		buf[start+10] = byte(c.opts.comp)
-	}
-	*tp = out
-	bufpool.Put(tp)
-	return buf, err
 }
 
 // notSent marks err as a failure before the request reached the wire.
@@ -453,20 +436,11 @@ func (c *Client) finish(call *Call) error {
 	if call.Reply == nil {
 		return nil
 	}
-	payload := f.Payload
-	if f.Flags&protocol.FlagCompressed != 0 {
-		comp := compress.Get(compress.ID(f.Compression))
-		if comp == nil {
-			return fleet.Errorf(fleet.InvalidArgument, "response uses unknown compression %d", f.Compression)
-		}
-		bp := bufpool.Get(len(payload) * 4)
-		out, err := comp.Decompress((*bp)[:0], payload, c.opts.limits.MaxDecompressedSize)
-		defer func() { *bp = out; bufpool.Put(bp) }()
-		if err != nil {
-			return fleet.Errorf(fleet.ResourceExhausted, "decompress response: %v", err)
-		}
-		payload = out
+	payload, bp, err := protocol.DecompressPayload(f, c.opts.limits.MaxDecompressedSize)
+	if err != nil {
+		return fleet.Errorf(fleet.CodeOf(err), "response: %w", err)
 	}
+	defer bufpool.Put(bp)
 	cd := codec.Get(codec.ID(f.Codec))
 	if cd == nil {
 		return fleet.Errorf(fleet.InvalidArgument, "response uses unknown codec %d", f.Codec)
@@ -503,8 +477,8 @@ func (c *Client) readLoop() {
 			call.complete()
 		case protocol.TypePing:
 			bufpool.Put(buf)
-			var b [protocol.HeaderSize + 3]byte
-			out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypePong, Seq: f.Seq}, "", "", nil, nil, 0)
+			var b [protocol.ControlFrameSize]byte
+			out := protocol.AppendControl(b[:0], protocol.TypePong, f.Seq)
 			_ = c.w.Write(out)
 		case protocol.TypeGoAway:
 			bufpool.Put(buf)
@@ -523,8 +497,8 @@ func (c *Client) readLoop() {
 func (c *Client) ackGoAway() {
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
-	var b [protocol.HeaderSize + 3]byte
-	out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypeGoAway}, "", "", nil, nil, 0)
+	var b [protocol.ControlFrameSize]byte
+	out := protocol.AppendControl(b[:0], protocol.TypeGoAway, 0)
 	_ = c.w.Write(out)
 }
 
@@ -549,8 +523,8 @@ func (c *Client) writeLoop() {
 			return
 		}
 		outstanding = true
-		var b [protocol.HeaderSize + 3]byte
-		out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypePing, Seq: last}, "", "", nil, nil, 0)
+		var b [protocol.ControlFrameSize]byte
+		out := protocol.AppendControl(b[:0], protocol.TypePing, last)
 		_ = c.w.Write(out)
 	})
 	if err != nil {

@@ -116,8 +116,8 @@ func (c *conn) readLoop() {
 		case protocol.TypeRequest:
 			c.dispatch(f, buf)
 		case protocol.TypePing:
-			var b [protocol.HeaderSize + 3]byte
-			out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypePong, Seq: f.Seq}, "", "", nil, nil, 0)
+			var b [protocol.ControlFrameSize]byte
+			out := protocol.AppendControl(b[:0], protocol.TypePong, f.Seq)
 			bufpool.Put(buf)
 			_ = c.w.Write(out)
 		case protocol.TypeGoAway:
@@ -294,20 +294,11 @@ func (c *conn) decode(f *protocol.Frame, args any) error {
 	if cd == nil {
 		return fleet.Errorf(fleet.InvalidArgument, "unknown codec %d", f.Codec)
 	}
-	payload := f.Payload
-	if f.Flags&protocol.FlagCompressed != 0 {
-		comp := compress.Get(compress.ID(f.Compression))
-		if comp == nil {
-			return fleet.Errorf(fleet.InvalidArgument, "unknown compression %d", f.Compression)
-		}
-		bp := bufpool.Get(len(payload) * 4)
-		out, err := comp.Decompress((*bp)[:0], payload, c.s.opts.limits.MaxDecompressedSize)
-		defer func() { *bp = out; bufpool.Put(bp) }()
-		if err != nil {
-			return fleet.Errorf(fleet.ResourceExhausted, "decompress request: %v", err)
-		}
-		payload = out
+	payload, bp, err := protocol.DecompressPayload(f, c.s.opts.limits.MaxDecompressedSize)
+	if err != nil {
+		return fleet.Errorf(fleet.CodeOf(err), "request: %w", err)
 	}
+	defer bufpool.Put(bp)
 	if err := cd.Unmarshal(payload, args); err != nil {
 		return fleet.Errorf(fleet.InvalidArgument, "decode arguments: %v", err)
 	}
@@ -389,7 +380,9 @@ func (c *conn) respond(seq uint64, cdID byte, compID compress.ID, reply any, err
 		if merr != nil {
 			err = fleet.Errorf(fleet.Internal, "encode reply: %v", merr)
 		} else if compID != compress.None && len(buf)-p0 >= c.s.opts.compressMin {
-			buf = compressInPlace(buf, start, p0, compID)
+			// The request arrived compressed with compID, so it is
+			// registered; a compressor error leaves the reply uncompressed.
+			buf, _ = protocol.CompressPayload(buf, start, p0, compID)
 		}
 		if err == nil {
 			if ferr := protocol.EndFrame(buf, start, c.s.opts.limits.MaxFrameSize); ferr != nil {
@@ -418,29 +411,10 @@ func (c *conn) respond(seq uint64, cdID byte, compID compress.ID, reply any, err
 	return c.w.Write(buf)
 }
 
-// compressInPlace replaces the payload at buf[p0:] with its compressed
-// form and flags the header, when compression makes it smaller.
-func compressInPlace(buf []byte, start, p0 int, id compress.ID) []byte {
-	comp := compress.Get(id)
-	if comp == nil {
-		return buf
-	}
-	tp := bufpool.Get(len(buf) - p0)
-	out, err := comp.Compress((*tp)[:0], buf[p0:])
-	if err == nil && len(out) < len(buf)-p0 {
-		buf = append(buf[:p0], out...)
-		buf[start+8] |= byte(protocol.FlagCompressed)
-		buf[start+10] = byte(id)
-	}
-	*tp = out
-	bufpool.Put(tp)
-	return buf
-}
-
 // goAway tells the client to send no new calls on this connection.
 func (c *conn) goAway() {
-	var b [protocol.HeaderSize + 3]byte
-	out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypeGoAway}, "", "", nil, nil, 0)
+	var b [protocol.ControlFrameSize]byte
+	out := protocol.AppendControl(b[:0], protocol.TypeGoAway, 0)
 	_ = c.w.Write(out)
 }
 
