@@ -40,12 +40,20 @@
 // zero value of each settings struct gives the documented defaults. [New]
 // builds any of them by name ("random", "roundrobin", "weighted",
 // "leastloaded", "p2c", "hash", "geo") from a [Config] that holds one part
-// per configurable selector; it is what the command line uses. [Filtered] narrows a selector to
-// the instances that pass some [Filter]s ([ByGroup], [ByVersion],
-// [ByTags]), applied in Update so that Select stays free.
+// per configurable selector; it is what the command line uses. [Filtered]
+// narrows a selector to the instances that pass some [Filter]s ([ByGroup],
+// [ByVersion], [ByTags]), applied in Update so that Select stays free.
 //
 // The interfaces are public, so a user-written Selector works wherever one
 // of these does. Selectors that learn from outcomes implement [Observer];
 // the client finds it by type assertion and calls Begin when it sends a call
 // and End when the call completes.
+//
+// # Owns and imports
+//
+// This package owns choosing a server and nothing else: it does not dial,
+// retry or time calls (the client does). It imports only the root package
+// and registry (for registry.Instance); it must not import client, server,
+// protocol or any registry backend. The root package's TestPackageImports
+// checks this.
 package selector
