@@ -305,7 +305,7 @@ func (c *conn) decode(f *protocol.Frame, args any) error {
 	return nil
 }
 
-// buildChain composes the interceptors around dispatch, once, when the
+// buildChain composes the interceptors around runHandler, once, when the
 // server is made; nil when there are none. Each link finds the call's info
 // in its context, so running the chain allocates nothing per call.
 func buildChain(ics []Interceptor, final Handler) Handler {
@@ -322,9 +322,9 @@ func buildChain(ics []Interceptor, final Handler) Handler {
 	return h
 }
 
-// dispatch is the end of the interceptor chain: it runs the handler of
+// runHandler is the end of the interceptor chain: it runs the handler of
 // the call ctx belongs to.
-func (s *Server) dispatch(ctx context.Context, args, reply any) error {
+func (s *Server) runHandler(ctx context.Context, args, reply any) error {
 	m, _ := ctx.Value(methodKey{}).(*methodType)
 	if m == nil {
 		return fleet.NewError(fleet.Internal, "interceptor passed on a context not derived from the call's")
