@@ -66,18 +66,7 @@ func (x *XClient) update(list []registry.Instance) {
 
 func (x *XClient) newEndpoint(in registry.Instance) *endpoint {
 	ep := &endpoint{inst: in, key: in.Key()}
-	st := gobreaker.Settings{
-		Name:        in.Key(),
-		MaxRequests: 1,
-		Timeout:     5 * time.Second,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 5 },
-	}
-	if x.opts.breaker != nil {
-		st = *x.opts.breaker
-		st.Name = in.Key()
-	}
-	st.IsSuccessful = func(err error) bool { return !serverFailure(err) }
-	ep.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
+	ep.breaker = newBreaker(ep.key, x.opts.breaker)
 	return ep
 }
 

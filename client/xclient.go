@@ -91,7 +91,7 @@ func NewXClient(service string, disc registry.Discovery, opts ...XOption) (*XCli
 		op.applyX(&o)
 	}
 	if o.sel == nil {
-		o.sel = selector.NewP2C(selector.Config{})
+		o.sel = selector.NewP2C(selector.P2CConfig{})
 	}
 	if o.budget == nil {
 		o.budget = NewRetryBudget(0.1, 10, 10*time.Second)

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/fleetrpc/fleet/selector"
-	"github.com/sony/gobreaker/v2"
 )
 
 // XOption configures an XClient.
@@ -22,7 +21,7 @@ type xoptions struct {
 	backoffBase  time.Duration
 	backoffMax   time.Duration
 	budget       *RetryBudget
-	breaker      *gobreaker.Settings
+	breaker      BreakerSettings
 	backupDelay  time.Duration
 	idempotent   map[string]bool
 	clientOpts   []Option
@@ -62,11 +61,11 @@ func WithBackoff(base, max time.Duration) XOption {
 // 10, 10*time.Second): retries at most 10% of calls over 10 s.
 func WithRetryBudget(b *RetryBudget) XOption { return xoptionFunc(func(o *xoptions) { o.budget = b }) }
 
-// WithBreaker sets the per-server circuit breaker settings
-// (github.com/sony/gobreaker). Default: trip after 5 consecutive server
-// failures, probe again after 5 s with one request.
-func WithBreaker(st gobreaker.Settings) XOption {
-	return xoptionFunc(func(o *xoptions) { o.breaker = &st })
+// WithBreaker sets the per-server circuit breaker (see BreakerSettings).
+// Default BreakerSettings{}: open after 5 consecutive server failures,
+// probe again after 5 s with one request.
+func WithBreaker(st BreakerSettings) XOption {
+	return xoptionFunc(func(o *xoptions) { o.breaker = st })
 }
 
 // WithBackupDelay sets Failbackup's delay before the backup request.
