@@ -1,7 +1,9 @@
 package transporttest
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -208,4 +210,53 @@ func (r *Relay) upstreamFor(from *net.UDPAddr) *net.UDPConn {
 		}
 	}()
 	return u
+}
+
+// RunLoss serves Echo over network, puts a Relay with cfg between the
+// server and one client, and checks that every call of a bounded load
+// (16 callers, 25 calls each, some with 32 KiB payloads, each with a
+// 30-second deadline) completes, correctly, through it.
+func RunLoss(t *testing.T, network string, opts Options, cfg RelayConfig) {
+	s := StartServer(t, network, opts)
+	r := NewRelay(t, s.Addr, cfg)
+	c := Dial(t, network, r.Addr(), opts)
+	const callers, calls = 16, 25
+	blob := make([]byte, 32<<10)
+	for i := range blob {
+		blob[i] = byte(i)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for g := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range calls {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				a := &Args{N: g*1000 + i}
+				if i%5 == 0 {
+					a.Blob = blob
+				}
+				var rep Reply
+				err := c.Call(ctx, "Echo", "Do", a, &rep)
+				cancel()
+				if err == nil && (rep.N != 2*a.N || len(rep.Blob) != len(a.Blob)) {
+					err = fmt.Errorf("call %d: wrong reply", a.N)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Logf("relay: %d datagrams forwarded, %d dropped", r.Forwarded.Load(), r.Dropped.Load())
+	if r.Dropped.Load() == 0 {
+		t.Fatal("the relay dropped nothing: the test did not test loss")
+	}
 }

@@ -48,8 +48,12 @@ type Reply struct {
 type Echo struct {
 	sent    atomic.Int64  // oneway Note calls received
 	release chan struct{} // Wait blocks until it is closed
+	once    sync.Once
 	entered chan struct{} // Wait signals here when it starts
 }
+
+// Release lets every Wait call, running or future, return.
+func (e *Echo) Release() { e.once.Do(func() { close(e.release) }) }
 
 // Do returns its arguments, N doubled.
 func (e *Echo) Do(_ context.Context, a *Args, r *Reply) error {
@@ -117,9 +121,8 @@ func StartServer(t testing.TB, network string, opts Options) *Server {
 		defer close(s.done)
 		_ = s.Srv.Serve(lis)
 	}()
-	var once sync.Once
 	t.Cleanup(func() {
-		once.Do(func() { close(s.Echo.release) })
+		s.Echo.Release()
 		_ = s.Srv.Close()
 		<-s.done
 	})
@@ -276,7 +279,7 @@ func testShutdown(t *testing.T, network string, opts Options) {
 	if err := c.Call(ctx, "Echo", "Do", &Args{}, &Reply{}); !errors.Is(err, client.ErrNotSent) {
 		t.Fatalf("call after go-away: %v, want ErrNotSent", err)
 	}
-	close(s.Echo.release)
+	s.Echo.Release()
 	call := <-inflight.Done
 	if call.Error != nil || call.Reply.(*Reply).N != 7 {
 		t.Fatalf("in-flight call during shutdown: %+v, %v", call.Reply, call.Error)
@@ -284,7 +287,6 @@ func testShutdown(t *testing.T, network string, opts Options) {
 	if err := <-stopped; err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	s.Echo.release = make(chan struct{}) // for the cleanup's close
 }
 
 func testKill(t *testing.T, network string, opts Options) {

@@ -1,0 +1,14 @@
+package kcp_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fleetrpc/fleet/transport/transporttest"
+)
+
+// TestLoss: through a relay that drops 5% of datagrams each way and
+// delays each by 5 ms, every call over KCP completes within its deadline.
+func TestLoss(t *testing.T) {
+	transporttest.RunLoss(t, "kcp", transporttest.Options{}, transporttest.RelayConfig{Loss: 0.05, Delay: 5 * time.Millisecond, Seed: 13})
+}
