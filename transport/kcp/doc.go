@@ -23,10 +23,13 @@
 // fails with Unavailable when no Fleet server answers (KCP itself has no
 // handshake) and datagrams from strangers never reach the server.
 //
-// Limits: KCP has no close signal, so a peer learns that the other side
-// closed only through Fleet's heartbeat (client) or idle timeout (server),
-// or a call's deadline. KCP has no acknowledged close either: Close keeps
-// a session that wrote recently alive for a few retransmission timeouts
-// (at most Config.Linger) so its last bytes are sent, but on a very lossy
-// link they may still be lost.
+// KCP has no close handshake. Close keeps a session that wrote recently
+// alive for a few retransmission timeouts (at most Config.Linger) so its
+// last bytes are sent, then sends the peer a 12-byte reset datagram
+// ("FLEETRS", a version byte and the session's conversation id, three
+// copies), on which the peer closes its side at once: a killed server
+// fails its clients' calls with Unavailable promptly, as over TCP. Should
+// every copy be lost, Fleet's heartbeat (client) or idle timeout (server)
+// still notices. Like a TCP reset, a reset can be forged by whoever sees
+// the conversation id; use Key to keep it private.
 package kcp

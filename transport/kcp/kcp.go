@@ -2,7 +2,9 @@ package kcp
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"sync"
@@ -146,7 +148,17 @@ func (t *Transport) Listen(ctx context.Context, addr string) (net.Listener, erro
 		_ = uc.SetReadBuffer(t.cfg.SocketBuffer)
 		_ = uc.SetWriteBuffer(t.cfg.SocketBuffer)
 	}
-	l, err := kcpgo.ServeConn(block, t.cfg.DataShards, t.cfg.ParityShards, pc)
+	var mu sync.Mutex
+	sessions := map[string]*conn{} // by remote address, for resets
+	fc := &filterConn{PacketConn: pc, onReset: func(from net.Addr, conv uint32) {
+		mu.Lock()
+		c := sessions[from.String()]
+		mu.Unlock()
+		if c != nil && c.GetConv() == conv {
+			go c.closeByPeer()
+		}
+	}}
+	l, err := kcpgo.ServeConn(block, t.cfg.DataShards, t.cfg.ParityShards, fc)
 	if err != nil {
 		pc.Close()
 		return nil, fleet.Errorf(fleet.Unavailable, "kcp: listen %s: %v", addr, err)
@@ -159,7 +171,19 @@ func (t *Transport) Listen(ctx context.Context, addr string) (net.Listener, erro
 				return nil, err
 			}
 			t.tune(s)
-			return t.wrap(s), nil
+			c := t.wrap(s, pc, s.RemoteAddr())
+			key := s.RemoteAddr().String()
+			mu.Lock()
+			sessions[key] = c
+			mu.Unlock()
+			c.onClose = func() {
+				mu.Lock()
+				if sessions[key] == c {
+					delete(sessions, key)
+				}
+				mu.Unlock()
+			}
+			return c, nil
 		},
 		Abort:       func(c *conn) { c.Close() },
 		Close:       l.Close,
@@ -177,33 +201,92 @@ func (t *Transport) Dial(ctx context.Context, addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, fleet.Errorf(fleet.InvalidArgument, "kcp: cipher: %v", err)
 	}
-	s, err := kcpgo.DialWithOptions(addr, block, t.cfg.DataShards, t.cfg.ParityShards)
+	raddr, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return nil, fleet.Errorf(fleet.Unavailable, "kcp: dial %s: %v", addr, err)
 	}
+	network := "udp4"
+	if raddr.IP.To4() == nil {
+		network = "udp"
+	}
+	uc, err := net.ListenUDP(network, nil)
+	if err != nil {
+		return nil, fleet.Errorf(fleet.Unavailable, "kcp: dial %s: %v", addr, err)
+	}
+	_ = uc.SetReadBuffer(t.cfg.SocketBuffer)
+	_ = uc.SetWriteBuffer(t.cfg.SocketBuffer)
+	var cb [4]byte
+	_, _ = rand.Read(cb[:])
+	conv := binary.LittleEndian.Uint32(cb[:])
+	var c *conn
+	var ready sync.WaitGroup
+	ready.Add(1)
+	fc := &filterConn{PacketConn: uc, onReset: func(from net.Addr, got uint32) {
+		ready.Wait()
+		if got == conv && from.String() == raddr.String() {
+			go c.closeByPeer()
+		}
+	}}
+	s, err := kcpgo.NewConn4(conv, raddr, block, t.cfg.DataShards, t.cfg.ParityShards, true, fc)
+	if err != nil {
+		ready.Done()
+		uc.Close()
+		return nil, fleet.Errorf(fleet.Unavailable, "kcp: dial %s: %v", addr, err)
+	}
 	t.tune(s)
-	_ = s.SetReadBuffer(t.cfg.SocketBuffer)
-	_ = s.SetWriteBuffer(t.cfg.SocketBuffer)
+	c = t.wrap(s, uc, raddr)
+	ready.Done()
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, t.cfg.HandshakeTimeout)
 		defer cancel()
 	}
-	if err := hello.Dial(ctx, s, magic); err != nil {
-		s.Close()
+	if err := hello.Dial(ctx, c, magic); err != nil {
+		c.closeByPeer() // nobody to tell
 		return nil, fleet.Errorf(fleet.Unavailable, "kcp: no Fleet server answered at %s: %v", addr, err)
 	}
-	return t.wrap(s), nil
+	return c, nil
 }
 
-func (t *Transport) wrap(s *kcpgo.UDPSession) *conn {
-	return &conn{UDPSession: s, linger: t.cfg.Linger}
+func (t *Transport) wrap(s *kcpgo.UDPSession, pc net.PacketConn, remote net.Addr) *conn {
+	return &conn{UDPSession: s, linger: t.cfg.Linger, pc: pc, remote: remote}
+}
+
+// resetMagic starts a reset datagram: 8 bytes, then the session's
+// conversation id (4 bytes, little endian). kcp-go's own packets are
+// longer than 12 bytes, so the two never mix.
+var resetMagic = [8]byte{'F', 'L', 'E', 'E', 'T', 'R', 'S', 1}
+
+// resetLen is the length of a reset datagram.
+const resetLen = 12
+
+// filterConn is the socket as kcp-go sees it: it takes reset datagrams
+// out of the stream and reports them. It implements only net.PacketConn,
+// so kcp-go reads one datagram per call rather than in batches.
+type filterConn struct {
+	net.PacketConn
+	onReset func(from net.Addr, conv uint32)
+}
+
+// ReadFrom returns the next datagram that is not a reset.
+func (f *filterConn) ReadFrom(p []byte) (int, net.Addr, error) {
+	for {
+		n, from, err := f.PacketConn.ReadFrom(p)
+		if err == nil && n == resetLen && [8]byte(p[:8]) == resetMagic {
+			f.onReset(from, binary.LittleEndian.Uint32(p[8:12]))
+			continue
+		}
+		return n, from, err
+	}
 }
 
 // conn is a Fleet connection over one KCP session.
 type conn struct {
 	*kcpgo.UDPSession
 	linger    time.Duration
+	pc        net.PacketConn // the socket, to send the reset on
+	remote    net.Addr
+	onClose   func()       // nil, or what the listener does when it closes
 	lastWrite atomic.Int64 // unix nanoseconds
 	once      sync.Once
 }
@@ -214,11 +297,13 @@ func (c *conn) Write(p []byte) (int, error) {
 	return c.UDPSession.Write(p)
 }
 
-// Close closes the session. KCP has no close handshake and kcp-go drops
-// what it has not yet sent when a session closes, so when the last write
-// was recent Close first keeps the session running for four
-// retransmission timeouts after it (capped by Config.Linger), time for
-// the data to be sent and, on a lossy link, retransmitted.
+// Close closes the session and tells the peer. KCP has no close
+// handshake and kcp-go drops what it has not yet sent when a session
+// closes, so when the last write was recent Close first keeps the session
+// running for four retransmission timeouts after it (capped by
+// Config.Linger), time for the data to be sent and, on a lossy link,
+// retransmitted. Then it sends the peer a reset datagram (three times, as
+// datagrams may be lost), on which the peer closes its side at once.
 func (c *conn) Close() error {
 	err := net.ErrClosed
 	c.once.Do(func() {
@@ -229,12 +314,29 @@ func (c *conn) Close() error {
 				time.Sleep(wait)
 			}
 		}
-		err = c.UDPSession.Close()
+		var b [resetLen]byte
+		copy(b[:], resetMagic[:])
+		binary.LittleEndian.PutUint32(b[8:], c.GetConv())
+		for range 3 {
+			_, _ = c.pc.WriteTo(b[:], c.remote)
+		}
+		err = c.shut()
 	})
 	return err
 }
 
-var _ transport.Transport = (*Transport)(nil)
+// closeByPeer closes the session at once: the peer is gone.
+func (c *conn) closeByPeer() {
+	c.once.Do(func() { _ = c.shut() })
+}
+
+func (c *conn) shut() error {
+	err := c.UDPSession.Close()
+	if c.onClose != nil {
+		c.onClose()
+	}
+	return err
+}
 
 // String describes the transport's settings.
 func (t *Transport) String() string {
