@@ -5,6 +5,7 @@ import (
 	"net"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/client"
@@ -111,4 +112,19 @@ func TestRegister(t *testing.T) {
 	if _, ok := transport.Lookup("tcp3"); ok {
 		t.Fatal("a failed Register left an entry")
 	}
+}
+
+// BenchmarkEcho: Fleet over TCP at 100 callers, direct and through a
+// relay adding 20 ms each way, beside the KCP and QUIC benchmarks of
+// their modules.
+func BenchmarkEcho(b *testing.B) {
+	b.Run("tcp/direct", func(b *testing.B) {
+		s := transporttest.StartServer(b, "tcp", transporttest.Options{})
+		transporttest.BenchEcho(b, "tcp", s.Addr, 100, transporttest.Options{})
+	})
+	b.Run("tcp/delay20ms", func(b *testing.B) {
+		s := transporttest.StartServer(b, "tcp", transporttest.Options{})
+		r := transporttest.NewTCPRelay(b, s.Addr, 20*time.Millisecond)
+		transporttest.BenchEcho(b, "tcp", r.Addr(), 100, transporttest.Options{})
+	})
 }
