@@ -291,17 +291,22 @@ func testShutdown(t *testing.T, network string, opts Options) {
 
 func testKill(t *testing.T, network string, opts Options) {
 	s := StartServer(t, network, opts)
-	c := Dial(t, network, s.Addr, opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// A 2 s heartbeat bounds how long a transport without a close signal
+	// (or whose close signal was lost) takes to notice.
+	c := Dial(t, network, s.Addr, opts, client.WithHeartbeat(2*time.Second))
+	ctx, cancel := callCtx()
 	defer cancel()
 	call := c.Go(ctx, "Echo", "Wait", &Args{}, &Reply{}, nil)
-	<-s.Echo.entered
+	select {
+	case <-s.Echo.entered:
+	case got := <-call.Done:
+		t.Fatalf("call ended before the server was closed: %v", got.Error)
+	}
 	_ = s.Srv.Close()
-	// Over TCP the call fails at once with Unavailable; a datagram
-	// transport without a close signal may only notice at the deadline.
-	// Either way the call ends, with an error.
-	if got := <-call.Done; got.Error == nil {
-		t.Fatal("call on a closed server succeeded")
+	// As over TCP, the call fails with Unavailable: the connection was
+	// lost, not the deadline reached.
+	if got := <-call.Done; fleet.CodeOf(got.Error) != fleet.Unavailable {
+		t.Fatalf("call on a closed server: %v, want code Unavailable", got.Error)
 	}
 }
 
