@@ -47,6 +47,10 @@ func ctxErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%w (%v)", ctx.Err(), err)
 	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		// The connection's deadline, set from ctx's, fired first.
+		return fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
+	}
 	return err
 }
 
