@@ -130,11 +130,8 @@ func (x *XClient) client(ctx context.Context, ep *endpoint) (*Client, error) {
 		go ep.c.Close()
 		ep.c = nil
 	}
-	network := ep.inst.Network
-	if network == "" {
-		network = "tcp"
-	}
-	c, err := Dial(ctx, network, ep.inst.Addr, x.opts.clientOpts...)
+	network, addr := instanceNetwork(ep.inst)
+	c, err := Dial(ctx, network, addr, x.opts.clientOpts...)
 	if err != nil {
 		ep.markDown(x.opts.downFor)
 		return nil, notSent(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fleetrpc/fleet"
+	"github.com/fleetrpc/fleet/transport"
 )
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -156,7 +157,13 @@ func (s *Server) Services() map[string][]string {
 
 // Listen opens a listener for network "tcp" (also "tcp4", "tcp6"),
 // "unix" or "tls" (TCP with the WithTLS config) at addr, to pass to Serve.
+// Any other network must be registered with package transport (importing
+// github.com/fleetrpc/fleet/transport/kcp registers "kcp", for example);
+// an unknown network fails with code InvalidArgument.
 func (s *Server) Listen(network, addr string) (net.Listener, error) {
+	if !transport.Builtin(network) {
+		return listenTransport(network, addr)
+	}
 	switch network {
 	case "tls":
 		if s.opts.tls == nil {
