@@ -16,7 +16,7 @@ type refusals struct {
 
 func (r *refusals) OnCallRefused(service, method string, err *fleet.Error) {
 	r.mu.Lock()
-	r.got = append(r.got, service+"."+method+":"+err.Code.String())
+	r.got = append(r.got, service+"."+method+":"+fleet.CodeOf(err).String())
 	r.mu.Unlock()
 }
 

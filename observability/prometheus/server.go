@@ -144,7 +144,7 @@ func (p *serverPlugin) OnConnAccept(nc net.Conn) (net.Conn, bool) {
 // OnCallRefused counts a refused request by code only: its names are the
 // caller's choice and would make label values unbounded.
 func (p *serverPlugin) OnCallRefused(_, _ string, err *fleet.Error) {
-	p.refused.WithLabelValues(err.Code.String()).Inc()
+	p.refused.WithLabelValues(fleet.CodeOf(err).String()).Inc()
 }
 
 // countingConn counts the bytes through a served connection.
