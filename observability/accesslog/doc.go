@@ -1,10 +1,11 @@
 // Package accesslog writes one log/slog record per Fleet call: an
 // interceptor for servers (Server) and one for clients (Client).
 //
-// It is a package of the core module, not a module of its own like the
-// Prometheus and OpenTelemetry integrations, because it needs nothing
-// beyond the standard library; it lives outside the server and client
-// packages so that a program that does not log calls does not carry it.
+// It needs nothing beyond the standard library and the core module, but is
+// a module of its own like the Prometheus and OpenTelemetry integrations
+// (the repository's layout rule for observability/...): the server and
+// client packages stay free of logging policy, and the record's shape can
+// evolve without a core release.
 //
 //	srv := server.New(server.WithInterceptor(accesslog.Server(logger)))
 //	c, err := client.Dial(ctx, "tcp", addr, client.WithInterceptor(accesslog.Client(logger)))
