@@ -25,6 +25,7 @@ type Server struct {
 
 	services atomic.Pointer[map[string]*service] // copy-on-write
 	regMu    sync.Mutex
+	health   health
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -55,8 +56,7 @@ func New(opts ...Option) *Server {
 	for _, p := range s.opts.plugins {
 		s.hooks.add(p)
 	}
-	empty := map[string]*service{}
-	s.services.Store(&empty)
+	s.registerHealth()
 	if s.opts.workers > 0 {
 		s.tasks = make(chan task, s.opts.workers)
 		for i := 0; i < s.opts.workers; i++ {
