@@ -32,7 +32,9 @@ type Rep struct {
 }
 
 // serve starts srv on a loopback TCP port, shut down when the test ends.
-func serve(t *testing.T, srv *server.Server) string {
+func serve(t *testing.T, srv *server.Server) string { return serveB(t, srv) }
+
+func serveB(t testing.TB, srv *server.Server) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -52,7 +54,9 @@ func serve(t *testing.T, srv *server.Server) string {
 	return lis.Addr().String()
 }
 
-func dial(t *testing.T, addr string, opts ...client.Option) *client.Client {
+func dial(t *testing.T, addr string, opts ...client.Option) *client.Client { return dialB(t, addr, opts...) }
+
+func dialB(t testing.TB, addr string, opts ...client.Option) *client.Client {
 	t.Helper()
 	c, err := client.Dial(context.Background(), "tcp", addr, opts...)
 	if err != nil {

@@ -32,7 +32,9 @@ func (Arith) Div(args *Args, reply *int) error {
 }
 
 // serve starts srv on a loopback port and shuts it down when the test ends.
-func serve(t *testing.T, srv *server.Server) string {
+func serve(t *testing.T, srv *server.Server) string { return serveB(t, srv) }
+
+func serveB(t testing.TB, srv *server.Server) string {
 	t.Helper()
 	if err := srv.Register(Arith{}); err != nil {
 		t.Fatal(err)
