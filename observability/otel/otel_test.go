@@ -54,7 +54,9 @@ func serveB(t testing.TB, srv *server.Server) string {
 	return lis.Addr().String()
 }
 
-func dial(t *testing.T, addr string, opts ...client.Option) *client.Client { return dialB(t, addr, opts...) }
+func dial(t *testing.T, addr string, opts ...client.Option) *client.Client {
+	return dialB(t, addr, opts...)
+}
 
 func dialB(t testing.TB, addr string, opts ...client.Option) *client.Client {
 	t.Helper()
