@@ -54,6 +54,9 @@ func (x *XClient) update(list []registry.Instance) {
 	}
 	x.endpoints.Store(&next)
 	x.sel.Update(list)
+	if x.opts.observer != nil {
+		x.observeServers(next)
+	}
 	for k, ep := range old {
 		if _, ok := next[k]; !ok {
 			go ep.retire(x.opts.drainTimeout)
@@ -77,6 +80,9 @@ func (x *XClient) newEndpoint(in registry.Instance) *endpoint {
 		st.Name = in.Key()
 	}
 	st.IsSuccessful = func(err error) bool { return !serverFailure(err) }
+	if x.opts.observer != nil {
+		st.OnStateChange = x.breakerHook(st.OnStateChange)
+	}
 	ep.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
 	return ep
 }
@@ -224,6 +230,9 @@ func (x *XClient) choose(ctx context.Context, a *attempt, method string) (*endpo
 			return nil, notSent(ErrNoServer)
 		}
 		if ep := a.eps[key]; ep != nil {
+			if x.opts.observer != nil {
+				x.opts.observer.OnPick(x.service, key)
+			}
 			return ep, nil
 		}
 		// The table moved between the selector's snapshot and ours (or a

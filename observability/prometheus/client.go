@@ -13,6 +13,7 @@ import (
 // concurrent use and may be shared by any number of clients.
 type ClientMetrics struct {
 	rpc rpcMetrics
+	x   *xMetrics
 }
 
 // NewClientMetrics returns client metrics configured by opts. See
@@ -35,6 +36,7 @@ func NewClientMetrics(opts ...Option) *ClientMetrics {
 			"Time from the start of a call to its result on the client, in seconds.",
 		), []string{"service", "method"}),
 	}}
+	m.x = newXMetrics(cl)
 	m.rpc.init()
 	return m
 }
@@ -54,12 +56,16 @@ func (m *ClientMetrics) Interceptor() client.Interceptor {
 func (m *ClientMetrics) Option() client.Option { return client.WithInterceptor(m.Interceptor()) }
 
 // XOption returns the XClient option that installs Interceptor on every
-// connection the XClient opens. Each attempt (a retry, a backup request,
-// each server of a broadcast) is then counted as one call.
-func (m *ClientMetrics) XOption() client.XOption { return client.WithClientOptions(m.Option()) }
+// connection the XClient opens (each attempt, a retry, a backup request,
+// each server of a broadcast, is then counted as one call) and the
+// governance metrics: servers known, picks per server, retries, backup
+// requests and circuit-breaker state (client.WithObserver).
+func (m *ClientMetrics) XOption() client.XOption {
+	return client.XOptions(client.WithClientOptions(m.Option()), client.WithObserver(m.x))
+}
 
 // Describe implements prometheus.Collector.
-func (m *ClientMetrics) Describe(ch chan<- *prometheus.Desc) { m.rpc.describe(ch) }
+func (m *ClientMetrics) Describe(ch chan<- *prometheus.Desc) { m.rpc.describe(ch); m.x.describe(ch) }
 
 // Collect implements prometheus.Collector.
-func (m *ClientMetrics) Collect(ch chan<- prometheus.Metric) { m.rpc.collect(ch) }
+func (m *ClientMetrics) Collect(ch chan<- prometheus.Metric) { m.rpc.collect(ch); m.x.collect(ch) }
