@@ -14,20 +14,23 @@ import (
 
 // BenchmarkEcho measures calls over one TCP connection with 100
 // concurrent callers (50 per GOMAXPROCS on 2 cores), without and with
-// tracing (every call sampled, spans batched to a discarding exporter) and
-// the duration metrics (SDK meter, manual reader), in the same run:
+// tracing (every call sampled, or 1% of calls, spans batched to a
+// discarding exporter) and the duration metrics (SDK meter, manual
+// reader), in the same run:
 //
 //	go test -run '^$' -bench Echo -benchtime 3s -count 5 -benchmem ./observability/otel/
 func BenchmarkEcho(b *testing.B) {
 	for _, tc := range []struct {
-		name string
-		on   bool
-	}{{"plain", false}, {"traced", true}} {
+		name  string
+		on    bool
+		ratio float64
+	}{{"plain", false, 0}, {"traced", true, 1}, {"sampled1pct", true, 0.01}} {
 		b.Run(tc.name, func(b *testing.B) {
 			var sopts []server.Option
 			var copts []client.Option
 			if tc.on {
-				tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+				tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()),
+					sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(tc.ratio))))
 				defer tp.Shutdown(context.Background())
 				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 				defer mp.Shutdown(context.Background())

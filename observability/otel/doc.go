@@ -19,7 +19,10 @@
 // (the fleet.Code name, such as "ok" or "not_found"), error.type (the code
 // name, on failures only), server.address and server.port (server spans:
 // the address the connection was accepted on), client.address and
-// client.port (server spans: the caller). A client span's status is Error for
+// client.port (server spans: the caller). Client spans carry
+// server.address and server.port only when installed with ClientOptionFor
+// (a client interceptor is not told which connection it runs on). A client
+// span's status is Error for
 // every code but OK; a server span's only for the codes that mean a server
 // fault (unknown, deadline_exceeded, unimplemented, internal, unavailable,
 // data_loss, shutting_down), as the conventions ask for gRPC.

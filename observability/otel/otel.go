@@ -188,10 +188,32 @@ func (t *Telemetry) ServerOption() server.Option {
 // ClientInterceptor returns the client interceptor: it runs the call under
 // a client span, writes the trace context and baggage into the request
 // metadata, and records rpc.client.call.duration.
-func (t *Telemetry) ClientInterceptor() client.Interceptor {
+func (t *Telemetry) ClientInterceptor() client.Interceptor { return t.clientInterceptor(nil) }
+
+// ClientInterceptorFor is ClientInterceptor for a client of the server at
+// addr ("host:port", as passed to client.Dial): its spans also carry
+// server.address and server.port. A client interceptor is not told which
+// connection it runs on, so this is the way to add them for one Client.
+func (t *Telemetry) ClientInterceptorFor(addr string) client.Interceptor {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return t.clientInterceptor([]attribute.KeyValue{ServerAddressKey.String(addr)})
+	}
+	kv := []attribute.KeyValue{ServerAddressKey.String(host)}
+	if p, err := strconv.Atoi(port); err == nil {
+		kv = append(kv, ServerPortKey.Int(p))
+	}
+	return t.clientInterceptor(kv)
+}
+
+func (t *Telemetry) clientInterceptor(server []attribute.KeyValue) client.Interceptor {
 	return func(ctx context.Context, service, method string, args, reply any, invoke client.Invoker) error {
 		a := t.attrsFor(service, method, fleet.OK)
-		ctx, span := t.tracer.Start(ctx, a.name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(a.start...))
+		opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(a.start...)}
+		if server != nil {
+			opts = append(opts, trace.WithAttributes(server...))
+		}
+		ctx, span := t.tracer.Start(ctx, a.name, opts...)
 		md := make(fleet.Metadata, 3)
 		t.props.Inject(ctx, metadataCarrier(md))
 		if len(md) > 0 {
@@ -214,6 +236,12 @@ func (t *Telemetry) ClientInterceptor() client.Interceptor {
 // ClientOption returns the client option that installs ClientInterceptor.
 func (t *Telemetry) ClientOption() client.Option {
 	return client.WithInterceptor(t.ClientInterceptor())
+}
+
+// ClientOptionFor returns the client option that installs
+// ClientInterceptorFor(addr): pass it to client.Dial with the same addr.
+func (t *Telemetry) ClientOptionFor(addr string) client.Option {
+	return client.WithInterceptor(t.ClientInterceptorFor(addr))
 }
 
 // XClientOption returns the XClient option that installs ClientInterceptor

@@ -116,7 +116,7 @@ func TestTraceAcrossServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	backAddr := serve(t, back)
-	backClient := dial(t, backAddr, tel.ClientOption())
+	backClient := dial(t, backAddr, tel.ClientOptionFor(backAddr))
 
 	front := server.New(tel.ServerOption())
 	if err := front.RegisterFunction("Front", "Do", func(ctx context.Context, in *Req, out *Rep) error {
@@ -186,7 +186,7 @@ func TestTraceAcrossServices(t *testing.T) {
 		}
 	}
 	ca := attrs(c2)
-	for _, k := range []attribute.Key{"rpc.system", "rpc.service", "rpc.method", "rpc.response.status_code"} {
+	for _, k := range []attribute.Key{"rpc.system", "rpc.service", "rpc.method", "rpc.response.status_code", "server.address", "server.port"} {
 		if ca[k] != want[k] {
 			t.Errorf("client span %s = %v, want %v", k, ca[k].Emit(), want[k].Emit())
 		}
