@@ -54,6 +54,9 @@ func (x *XClient) update(list []registry.Instance) {
 	}
 	x.endpoints.Store(&next)
 	x.sel.Update(list)
+	if x.opts.observer != nil {
+		x.observeServers(next)
+	}
 	for k, ep := range old {
 		if _, ok := next[k]; !ok {
 			go ep.retire(x.opts.drainTimeout)
@@ -66,7 +69,7 @@ func (x *XClient) update(list []registry.Instance) {
 
 func (x *XClient) newEndpoint(in registry.Instance) *endpoint {
 	ep := &endpoint{inst: in, key: in.Key()}
-	ep.breaker = newBreaker(ep.key, x.opts.breaker)
+	ep.breaker = newBreaker(ep.key, x.opts.breaker, x.breakerHook(ep.key))
 	return ep
 }
 
@@ -210,6 +213,9 @@ func (x *XClient) choose(ctx context.Context, a *attempt, method string) (*endpo
 			return nil, notSent(ErrNoServer)
 		}
 		if ep := a.eps[key]; ep != nil {
+			if x.opts.observer != nil {
+				x.opts.observer.OnPick(x.service, key)
+			}
 			return ep, nil
 		}
 		// The table moved between the selector's snapshot and ours (or a

@@ -27,6 +27,7 @@ type Server struct {
 
 	services atomic.Pointer[map[string]*service] // copy-on-write
 	regMu    sync.Mutex
+	health   health
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -60,6 +61,7 @@ func New(opts ...Option) *Server {
 	s.chain = buildChain(s.opts.interceptors, s.runHandler)
 	empty := map[string]*service{}
 	s.services.Store(&empty)
+	s.registerHealth()
 	if s.opts.workers > 0 {
 		s.tasks = make(chan task, s.opts.workers)
 		for i := 0; i < s.opts.workers; i++ {

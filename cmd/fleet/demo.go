@@ -31,6 +31,7 @@ type demoFlags struct {
 	registry       string
 	noKill         bool
 	network        string
+	srv            serveFlags
 }
 
 func init() {
@@ -47,7 +48,12 @@ them. The client checks Arith, then makes --calls calls of Hello.Say from
 through, one server is killed abruptly: listener and connections closed,
 no deregistration. It prints calls, errors, calls/s, latency and the calls
 each server served. The exit status is 1 if any call failed.`,
-		RunE: func(cmd *cobra.Command, args []string) error { return runDemo(cmd.Context(), f, os.Stdout, os.Stderr) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.srv.serve {
+				return runServe(cmd.Context(), f, os.Stdout)
+			}
+			return runDemo(cmd.Context(), f, os.Stdout, os.Stderr)
+		},
 	}
 	fl := cmd.Flags()
 	fl.IntVarP(&f.calls, "calls", "n", 100_000, "number of Hello.Say calls")
@@ -58,6 +64,10 @@ each server served. The exit status is 1 if any call failed.`,
 	fl.StringVar(&f.registry, "registry", "", "external registry URL (etcd://, zookeeper://, redis://, nats://host:port); default: an in-process etcd")
 	fl.BoolVar(&f.noKill, "no-kill", false, "do not kill a server during the run")
 	fl.StringVar(&f.network, "network", "tcp", "transport between the client and the servers: tcp, kcp, quic")
+	fl.BoolVar(&f.srv.serve, "serve", false, "keep the registry and the three servers running until SIGINT or SIGTERM, with an admin endpoint (/metrics, /healthz, /readyz, /debug/pprof/)")
+	fl.StringVar(&f.srv.addr, "addr", "127.0.0.1:8972", "with --serve: the first server's address; the others listen on the next two ports (port 0: three random ports)")
+	fl.StringVar(&f.srv.adminAddr, "admin-addr", "127.0.0.1:9464", "with --serve: the admin endpoint's address (loopback only)")
+	fl.IntVar(&f.srv.load, "load", 0, "with --serve: calls/s of Arith.Add from an XClient (0: none)")
 	rootCmd.AddCommand(cmd)
 }
 

@@ -76,10 +76,9 @@ require (
 	github.com/philhofer/fwd v1.1.3-0.20240916144458-20a13a1f6b7c // indirect
 	github.com/pion/transport/v5 v5.1.4 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
-	github.com/prometheus/client_golang v1.23.2 // indirect
-	github.com/prometheus/client_model v0.6.2 // indirect
-	github.com/prometheus/common v0.67.5 // indirect
-	github.com/prometheus/procfs v0.16.1 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/quic-go/quic-go v0.65.0 // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/rs/cors v1.11.1 // indirect
@@ -121,7 +120,7 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.1 // indirect
-	go.yaml.in/yaml/v2 v2.4.3 // indirect
+	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/mod v0.41.0 // indirect
@@ -162,3 +161,10 @@ require github.com/fleetrpc/fleet/transport/quic v0.0.0-00010101000000-000000000
 replace github.com/fleetrpc/fleet/transport/kcp => ../../transport/kcp
 
 replace github.com/fleetrpc/fleet/transport/quic => ../../transport/quic
+
+require (
+	github.com/fleetrpc/fleet/observability/prometheus v0.0.0-00010101000000-000000000000
+	github.com/prometheus/client_golang v1.25.0
+)
+
+replace github.com/fleetrpc/fleet/observability/prometheus => ../../observability/prometheus
