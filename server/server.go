@@ -57,6 +57,7 @@ func New(opts ...Option) *Server {
 	}
 	empty := map[string]*service{}
 	s.services.Store(&empty)
+	s.registerReflection()
 	if s.opts.workers > 0 {
 		s.tasks = make(chan task, s.opts.workers)
 		for i := 0; i < s.opts.workers; i++ {
