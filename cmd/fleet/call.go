@@ -155,8 +155,7 @@ func readData(data string, stdin io.Reader) ([]byte, error) {
 }
 
 func runCall(cmd *cobra.Command, f *callFlags, rawTarget, fullMethod, data string) error {
-	service, method, err := splitMethod(fullMethod)
-	if err != nil {
+	if _, _, err := splitMethod(fullMethod); err != nil {
 		return err
 	}
 	in, err := readData(data, cmd.InOrStdin())
@@ -173,107 +172,18 @@ func runCall(cmd *cobra.Command, f *callFlags, rawTarget, fullMethod, data strin
 		return err
 	}
 	defer t.close()
-	if t.service != "" && t.service != service {
-		return usagef("target %q names service %q, but the call is for %q", rawTarget, t.service, service)
-	}
-
-	// Choose the codec and build the argument and reply values.
-	mode := f.codec
-	var desc *server.ReflectionMethod
-	switch mode {
-	case "auto", "protobuf":
-		var d server.ReflectionDescription
-		err := t.reflect(ctx, "Describe", &server.ReflectionDescribeRequest{Service: service, Method: method}, &d)
-		switch {
-		case err == nil && len(d.Methods) == 1:
-			desc = &d.Methods[0]
-		case err == nil:
-			return &callError{fullMethod, fleet.Errorf(fleet.Internal, "reflection described %d methods", len(d.Methods))}
-		case mode == "auto" && fleet.CodeOf(err) == fleet.Unimplemented:
-			mode = "json" // no reflection: send the JSON as is
-		default:
-			if ce, ok := err.(*callError); ok && fleet.CodeOf(err) == fleet.NotFound {
-				ce.what = fullMethod
-			}
-			return err
-		}
-		if mode == "auto" {
-			mode = "json"
-			if desc.Args.Protobuf != "" && desc.Reply.Protobuf != "" {
-				mode = "protobuf"
-			}
-		}
-	case "json", "msgpack":
-	default:
-		return usagef("--codec %q: want auto, json, msgpack or protobuf", f.codec)
-	}
-
-	var args, reply any
-	var cd codec.ID
-	var render func() ([]byte, error)
-	switch mode {
-	case "json":
-		if !json.Valid(in) {
-			return usagef("argument is not valid JSON: %s", clip(in))
-		}
-		var out json.RawMessage
-		args, reply, cd = json.RawMessage(in), &out, codec.JSON
-		render = func() ([]byte, error) { return indentJSON(out) }
-	case "msgpack":
-		v, err := decodeLoose(in)
-		if err != nil {
-			return usagef("argument is not valid JSON: %v", err)
-		}
-		var out any
-		args, reply, cd = v, &out, codec.MsgPack
-		render = func() ([]byte, error) { return json.MarshalIndent(jsonSafe(out), "", "  ") }
-	case "protobuf":
-		if desc.Args.Protobuf == "" || desc.Reply.Protobuf == "" {
-			return usagef("--codec protobuf: %s takes %s and returns %s, not protobuf messages", fullMethod, desc.Args.GoType, desc.Reply.GoType)
-		}
-		if f.failMode == "failbackup" && t.disc != nil {
-			return usagef("--failmode failbackup is not supported for protobuf methods; use --codec json")
-		}
-		argMD, err := messageDescriptor(desc.Args)
-		if err != nil {
-			return &callError{"reflection", fleet.WrapError(fleet.Internal, err)}
-		}
-		replyMD, err := messageDescriptor(desc.Reply)
-		if err != nil {
-			return &callError{"reflection", fleet.WrapError(fleet.Internal, err)}
-		}
-		am := dynamicpb.NewMessage(argMD)
-		if err := protojson.Unmarshal(in, am); err != nil {
-			return usagef("argument does not fit %s: %v", argMD.FullName(), err)
-		}
-		out := dynamicpb.NewMessage(replyMD)
-		args, reply, cd = am, out, codec.Protobuf
-		render = func() ([]byte, error) {
-			return protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(out)
-		}
-	}
-
-	inv, err := t.invoker(ctx, service, client.WithCodec(cd))
-	if err != nil {
-		return err
-	}
-	defer inv.close()
-	var respMD fleet.Metadata
-	cctx := fleet.WithResponseMetadata(ctx, &respMD)
-	start := time.Now()
-	err = inv.call(cctx, method, args, reply)
-	elapsed := time.Since(start)
-	if f.verbose {
+	res, err := doCall(ctx, t, f.codec, fullMethod, in)
+	if f.verbose && res != nil {
 		w := cmd.ErrOrStderr()
-		fmt.Fprintf(w, "server:   %s\n", inv.where)
-		fmt.Fprintf(w, "method:   %s (codec %s)\n", fullMethod, codec.Get(cd).Name())
-		if desc != nil {
-			fmt.Fprintf(w, "types:    %s -> %s\n", typeName(desc.Args), typeName(desc.Reply))
+		fmt.Fprintf(w, "server:   %s\n", res.where)
+		fmt.Fprintf(w, "method:   %s (codec %s)\n", fullMethod, res.codec)
+		if res.desc != nil {
+			fmt.Fprintf(w, "types:    %s -> %s\n", typeName(res.desc.Args), typeName(res.desc.Reply))
 		}
 		fmt.Fprintf(w, "status:   %s\n", fleet.CodeOf(err))
-		fmt.Fprintf(w, "elapsed:  %v\n", elapsed.Round(time.Microsecond))
-		keys := make([]string, 0, len(respMD))
-		for k := range respMD {
+		fmt.Fprintf(w, "elapsed:  %v\n", res.elapsed.Round(time.Microsecond))
+		keys := make([]string, 0, len(res.md))
+		for k := range res.md {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
@@ -283,20 +193,137 @@ func runCall(cmd *cobra.Command, f *callFlags, rawTarget, fullMethod, data strin
 			fmt.Fprintln(w, "response metadata:")
 		}
 		for _, k := range keys {
-			fmt.Fprintf(w, "  %s: %s\n", k, respMD[k])
+			fmt.Fprintf(w, "  %s: %s\n", k, res.md[k])
 		}
 	}
 	if err != nil {
-		return &callError{fullMethod, err}
-	}
-	b, err := render()
-	if err != nil {
-		return &callError{fullMethod, fleet.Errorf(fleet.Internal, "printing the reply: %v", err)}
+		return err
 	}
 	out := cmd.OutOrStdout()
-	out.Write(b)
+	out.Write(res.reply)
 	fmt.Fprintln(out)
 	return nil
+}
+
+// callResult is what doCall reports besides its error.
+type callResult struct {
+	reply   []byte                   // the reply as indented JSON
+	codec   string                   // the codec used
+	desc    *server.ReflectionMethod // the reflected types; nil without reflection
+	where   string                   // the server or registry called
+	md      fleet.Metadata           // response metadata
+	elapsed time.Duration            // the call alone, without reflection
+}
+
+// doCall calls fullMethod on t with the JSON argument in. codecMode is
+// auto, json, msgpack or protobuf (see fleet call --help). The result is
+// nil when the call was not made; errors are usage or call errors.
+func doCall(ctx context.Context, t *target, codecMode, fullMethod string, in []byte) (*callResult, error) {
+	service, method, err := splitMethod(fullMethod)
+	if err != nil {
+		return nil, err
+	}
+	if t.service != "" && t.service != service {
+		return nil, usagef("target %q names service %q, but the call is for %q", t.raw, t.service, service)
+	}
+
+	// Choose the codec and build the argument and reply values.
+	mode := codecMode
+	var desc *server.ReflectionMethod
+	switch mode {
+	case "auto", "protobuf":
+		var d server.ReflectionDescription
+		err := t.reflect(ctx, "Describe", &server.ReflectionDescribeRequest{Service: service, Method: method}, &d)
+		switch {
+		case err == nil && len(d.Methods) == 1:
+			desc = &d.Methods[0]
+		case err == nil:
+			return nil, &callError{fullMethod, fleet.Errorf(fleet.Internal, "reflection described %d methods", len(d.Methods))}
+		case mode == "auto" && fleet.CodeOf(err) == fleet.Unimplemented:
+			mode = "json" // no reflection: send the JSON as is
+		default:
+			if ce, ok := err.(*callError); ok && fleet.CodeOf(err) == fleet.NotFound {
+				ce.what = fullMethod
+			}
+			return nil, err
+		}
+		if mode == "auto" {
+			mode = "json"
+			if desc.Args.Protobuf != "" && desc.Reply.Protobuf != "" {
+				mode = "protobuf"
+			}
+		}
+	case "json", "msgpack":
+	default:
+		return nil, usagef("--codec %q: want auto, json, msgpack or protobuf", codecMode)
+	}
+
+	var args, reply any
+	var cd codec.ID
+	var render func() ([]byte, error)
+	switch mode {
+	case "json":
+		if !json.Valid(in) {
+			return nil, usagef("argument is not valid JSON: %s", clip(in))
+		}
+		var out json.RawMessage
+		args, reply, cd = json.RawMessage(in), &out, codec.JSON
+		render = func() ([]byte, error) { return indentJSON(out) }
+	case "msgpack":
+		v, err := decodeLoose(in)
+		if err != nil {
+			return nil, usagef("argument is not valid JSON: %v", err)
+		}
+		var out any
+		args, reply, cd = v, &out, codec.MsgPack
+		render = func() ([]byte, error) { return json.MarshalIndent(jsonSafe(out), "", "  ") }
+	case "protobuf":
+		if desc.Args.Protobuf == "" || desc.Reply.Protobuf == "" {
+			return nil, usagef("--codec protobuf: %s takes %s and returns %s, not protobuf messages", fullMethod, desc.Args.GoType, desc.Reply.GoType)
+		}
+		if t.flags.failMode == "failbackup" && t.disc != nil {
+			return nil, usagef("--failmode failbackup is not supported for protobuf methods; use --codec json")
+		}
+		argMD, err := messageDescriptor(desc.Args)
+		if err != nil {
+			return nil, &callError{"reflection", fleet.WrapError(fleet.Internal, err)}
+		}
+		replyMD, err := messageDescriptor(desc.Reply)
+		if err != nil {
+			return nil, &callError{"reflection", fleet.WrapError(fleet.Internal, err)}
+		}
+		am := dynamicpb.NewMessage(argMD)
+		if err := protojson.Unmarshal(in, am); err != nil {
+			return nil, usagef("argument does not fit %s: %v", argMD.FullName(), err)
+		}
+		out := dynamicpb.NewMessage(replyMD)
+		args, reply, cd = am, out, codec.Protobuf
+		render = func() ([]byte, error) {
+			b, err := protojson.Marshal(out)
+			if err != nil {
+				return nil, err
+			}
+			return indentJSON(b) // protojson varies its spacing on purpose
+		}
+	}
+
+	inv, err := t.invoker(ctx, service, client.WithCodec(cd))
+	if err != nil {
+		return nil, err
+	}
+	defer inv.close()
+	res := &callResult{codec: codec.Get(cd).Name(), desc: desc, where: inv.where}
+	cctx := fleet.WithResponseMetadata(ctx, &res.md)
+	start := time.Now()
+	err = inv.call(cctx, method, args, reply)
+	res.elapsed = time.Since(start)
+	if err != nil {
+		return res, &callError{fullMethod, err}
+	}
+	if res.reply, err = render(); err != nil {
+		return res, &callError{fullMethod, fleet.Errorf(fleet.Internal, "printing the reply: %v", err)}
+	}
+	return res, nil
 }
 
 func typeName(t server.ReflectionType) string {
@@ -313,9 +340,13 @@ func clip(b []byte) string {
 	return string(b)
 }
 
+// indentJSON returns b indented by two spaces, whatever spacing b had.
 func indentJSON(b []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, b, "", "  "); err != nil {
+	var compact, buf bytes.Buffer
+	if err := json.Compact(&compact, b); err != nil {
+		return nil, err
+	}
+	if err := json.Indent(&buf, compact.Bytes(), "", "  "); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil

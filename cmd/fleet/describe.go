@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -173,8 +174,9 @@ func printType(w io.Writer, label string, t server.ReflectionType) {
 			fmt.Fprintf(w, "    %s\n", line)
 		}
 		tmpl, err := protojson.MarshalOptions{EmitUnpopulated: true, AllowPartial: true}.Marshal(dynamicpb.NewMessage(md))
-		if err == nil {
-			fmt.Fprintf(w, "    JSON (protojson): %s\n", tmpl)
+		var compact bytes.Buffer
+		if err == nil && json.Compact(&compact, tmpl) == nil {
+			fmt.Fprintf(w, "    JSON (protojson): %s\n", compact.Bytes())
 		}
 		return
 	}
