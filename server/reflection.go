@@ -122,9 +122,14 @@ func (s *Server) registerReflection() {
 			return
 		}
 	}
-	svc, err := newService(ReflectionService, &reflection{s: s})
-	if err != nil {
-		panic("server: reflection service: " + err.Error()) // a bug in this file
+	r := &reflection{s: s}
+	svc := &service{name: ReflectionService, methods: map[string]*methodType{}}
+	for name, fn := range map[string]any{"List": r.List, "Describe": r.Describe} {
+		m, err := newFunction(ReflectionService, name, fn)
+		if err != nil {
+			panic("server: reflection service: " + err.Error()) // a bug in this file
+		}
+		svc.methods[name] = m
 	}
 	s.regMu.Lock()
 	defer s.regMu.Unlock()
@@ -167,14 +172,20 @@ func (r *reflection) Describe(_ context.Context, req *ReflectionDescribeRequest,
 		names = []string{req.Method}
 	}
 	for _, n := range names {
-		m := svc.methods[n]
+		at, rt := methodIOTypes(svc.methods[n])
 		reply.Methods = append(reply.Methods, ReflectionMethod{
 			Service: req.Service, Name: n,
-			Args: *r.describeType(m.argType), Reply: *r.describeType(m.replyType),
+			Args: *r.describeType(at), Reply: *r.describeType(rt),
 		})
 	}
 	reply.Codecs = reflectCodecs()
 	return nil
+}
+
+// methodIOTypes returns the types A and R of a method taking *A and *R:
+// the one place this file reads the method table's representation.
+func methodIOTypes(m *methodType) (args, reply reflect.Type) {
+	return m.argType, m.replyType
 }
 
 // describeType returns the (cached) description of t.
