@@ -19,16 +19,16 @@ function spark(canvas, samples) {
   const w = canvas.width = 160, h = canvas.height = 28;
   const ctx = canvas.getContext("2d");
   ctx.clearRect(0, 0, w, h);
+  ctx.fillStyle = "#eef1f6";
+  ctx.fillRect(0, 0, w, h);
   const max = Math.max(1, ...samples);
-  ctx.strokeStyle = "#2f6fdf";
-  ctx.lineWidth = 1.5;
-  ctx.beginPath();
+  const bw = w / HISTORY;
+  ctx.fillStyle = "#2f6fdf";
   samples.forEach((v, i) => {
-    const x = w - (samples.length - 1 - i) * (w / (HISTORY - 1));
-    const y = h - 2 - (v / max) * (h - 4);
-    if (i === 0) ctx.moveTo(x, y); else ctx.lineTo(x, y);
+    const bh = Math.max(v > 0 ? 1 : 0, (v / max) * (h - 2));
+    const x = w - (samples.length - i) * bw;
+    ctx.fillRect(x, h - bh, Math.max(1, bw - 0.5), bh);
   });
-  ctx.stroke();
 }
 
 function renderServices(data) {
