@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetrpc/fleet"
+	"github.com/fleetrpc/fleet/client"
 	"github.com/fleetrpc/fleet/registry"
 	"github.com/fleetrpc/fleet/server"
 )
@@ -168,6 +170,7 @@ func (d *dashboard) handler() http.Handler {
 	mux.HandleFunc("GET /api/services", d.apiServices)
 	mux.HandleFunc("GET /api/methods", d.apiMethods)
 	mux.HandleFunc("POST /api/call", d.apiCall)
+	mux.HandleFunc("POST /api/steer", d.apiSteer)
 	var h http.Handler = mux
 	h = http.NewCrossOriginProtection().Handler(h)
 	h = d.checkToken(h)
@@ -376,6 +379,73 @@ func (d *dashboard) apiCall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+type apiSteerRequest struct {
+	Service string `json:"service"`
+	Addr    string `json:"addr"`             // the instance's Key, as /api/services lists it
+	Weight  int    `json:"weight,omitempty"` // > 0: the new weight
+	State   string `json:"state,omitempty"`  // "active" or "draining"
+}
+
+// apiSteer answers POST /api/steer (JSON body, same origin): it asks the
+// instance, through its fleet.Admin service (servers built WithAdmin),
+// to change the weight or state of its record for the service; the
+// server writes the record and clients follow through the registry. The
+// address must be one the registry lists for the service.
+func (d *dashboard) apiSteer(w http.ResponseWriter, r *http.Request) {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		writeJSON(w, http.StatusUnsupportedMediaType, apiError(usagef("the body must be application/json")))
+		return
+	}
+	var req apiSteerRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError(usagef("request body: %v", err)))
+		return
+	}
+	t := d.targets[req.Service]
+	if t == nil {
+		writeJSON(w, http.StatusBadRequest, apiError(usagef("service %q is not shown here", req.Service)))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	list, err := t.disc.Instances(ctx, req.Service)
+	if err != nil {
+		writeJSON(w, http.StatusBadGateway, apiError(&callError{"registry", fleet.WrapError(fleet.Unavailable, err)}))
+		return
+	}
+	i := slices.IndexFunc(list, func(in registry.Instance) bool { return in.Key() == req.Addr })
+	if i < 0 {
+		writeJSON(w, http.StatusBadRequest, apiError(usagef("%s is not an instance of %s in the registry", req.Addr, req.Service)))
+		return
+	}
+	in := list[i]
+	network := in.Network
+	if network == "" {
+		network = "tcp"
+	}
+	c, err := client.Dial(ctx, network, in.Addr, append([]client.Option{client.WithHeartbeat(0)}, t.opts...)...)
+	var pub server.AdminPublished
+	if err == nil {
+		err = c.Call(ctx, server.AdminService, "Steer", &server.AdminSteerRequest{Service: req.Service, Weight: req.Weight, State: registry.State(req.State)}, &pub)
+		c.Close()
+	}
+	d.log.Info("fleet dashboard: steer", "service", req.Service, "addr", req.Addr, "weight", req.Weight, "state", req.State,
+		"remote", r.RemoteAddr, "code", fleet.CodeOf(err).String())
+	if err != nil {
+		if isNoAdmin(err) {
+			err = fleet.Errorf(fleet.Unimplemented, "%s does not serve %s (start it with server.WithAdmin)", req.Addr, server.AdminService)
+		}
+		writeJSON(w, http.StatusBadGateway, apiError(&callError{"steer " + req.Addr, err}))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "instances": pub.Instances})
+}
+
+func isNoAdmin(err error) bool {
+	var fe *fleet.Error
+	return errors.As(err, &fe) && fe.Code == fleet.NotFound && strings.Contains(fe.Message, fmt.Sprintf("%q", server.AdminService))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -30,7 +30,9 @@ func chromiumPath(t *testing.T) string {
 // TestDashboardBrowser drives the dashboard in headless Chromium against
 // three servers in a real (in-process) etcd under light load: the page
 // lists the instances with their weights, the call form returns
-// Arith.Add's sum, and malformed JSON gets a clear error in the page. It
+// Arith.Add's sum, malformed JSON gets a clear error in the page, a
+// weight changes, and disabling an instance moves the traffic off it
+// (in the page and in the server's own count) until it is enabled. It
 // saves a screenshot: into $FLEET_ARTIFACTS when set (CI keeps it), and
 // into docs/img/dashboard.png when FLEET_UPDATE_SCREENSHOT=1.
 func TestDashboardBrowser(t *testing.T) {
@@ -116,6 +118,41 @@ func TestDashboardBrowser(t *testing.T) {
 	}
 	eval("bad JSON status", `document.getElementById('call-status').textContent`, equals("unknown (exit status 2)"))
 	eval("bad JSON message", `document.getElementById('call-result').textContent`, func(s string) bool { return strings.Contains(s, "not valid JSON") })
+
+	// Steering in the page: one more weight, then disable the instance
+	// of weight 1: its calls/s falls to zero in the page and in the
+	// server's own count; enabling it brings traffic back.
+	row := func(addr string) string {
+		return fmt.Sprintf(`document.querySelector('[data-service="Arith"] tr[data-addr=%q]')`, addr)
+	}
+	victim := f.addrs[0] // weight 1
+	srv := f.servers[0]
+	click := func(what, button string) {
+		t.Helper()
+		eval(what, row(victim)+`.querySelector('button.`+button+`').click() || "clicked"`, equals("clicked"))
+	}
+	click("weight up", "weight-up")
+	eval("new weight", row(victim)+`.querySelector('td.weight').textContent`, equals("2"))
+	click("disable", "toggle")
+	eval("disabled state", row(victim)+`.querySelector('td.state').textContent`, equals("draining"))
+	eval("no traffic in the page", row(victim)+`.querySelector('td.cps').textContent`, equals("0.0"))
+	quiet := func() bool {
+		_, before := srv.Load()
+		time.Sleep(700 * time.Millisecond)
+		_, after := srv.Load()
+		return after == before
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !quiet() {
+		if time.Now().After(deadline) {
+			t.Fatal("the disabled server still counts new calls")
+		}
+	}
+	click("enable", "toggle")
+	eval("enabled state", row(victim)+`.querySelector('td.state').textContent`, equals("active"))
+	eval("traffic back in the page", row(victim)+`.querySelector('td.cps').textContent`, func(s string) bool { return s != "" && s != "0.0" })
+	click("weight down", "weight-down")
+	eval("weight back", row(victim)+`.querySelector('td.weight').textContent`, equals("1"))
 
 	// A last good call for the screenshot; give the load a moment to show
 	// in the charts (not asserted: the figures depend on the machine).

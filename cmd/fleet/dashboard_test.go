@@ -27,6 +27,7 @@ import (
 type demoFleet struct {
 	registryURL string
 	addrs       []string
+	servers     []*server.Server // in the order of addrs
 	disc        registry.Discovery
 }
 
@@ -42,7 +43,7 @@ func startDemoFleet(t *testing.T) *demoFleet {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	for w := 1; w <= 3; w++ {
-		srv := server.New(server.WithLogger(quietLogger()))
+		srv := server.New(server.WithLogger(quietLogger()), server.WithAdmin())
 		if err := srv.Register(demo.Arith{}); err != nil {
 			t.Fatal(err)
 		}
@@ -69,6 +70,7 @@ func startDemoFleet(t *testing.T) *demoFleet {
 			}
 		}
 		f.addrs = append(f.addrs, addr)
+		f.servers = append(f.servers, srv)
 	}
 	f.disc, err = etcd.NewDiscovery(cfg)
 	if err != nil {
@@ -246,6 +248,51 @@ func TestDashboardAPI(t *testing.T) {
 		}
 	}
 
+	// Steering: a weight and a state change reach the registry through
+	// the instance's fleet.Admin.
+	victim := f.addrs[0]
+	for _, tc := range []struct {
+		body   string
+		status int
+		want   func(apiInstance) bool
+	}{
+		{`{"service":"Arith","addr":"` + victim + `","weight":7}`, 200, func(in apiInstance) bool { return in.Weight == 7 && in.State == "active" }},
+		{`{"service":"Arith","addr":"` + victim + `","state":"draining"}`, 200, func(in apiInstance) bool { return in.Weight == 7 && in.State == "draining" }},
+		{`{"service":"Arith","addr":"` + victim + `","state":"active"}`, 200, func(in apiInstance) bool { return in.State == "active" }},
+		{`{"service":"Arith","addr":"` + victim + `","state":"gone"}`, 502, nil},
+		{`{"service":"Arith","addr":"127.0.0.1:1","weight":2}`, 400, nil},
+		{`{"service":"Nope","addr":"` + victim + `","weight":2}`, 400, nil},
+		{`{"service":`, 400, nil},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, hs.URL+"/api/steer", strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Fatalf("steer %s: %d %s", tc.body, resp.StatusCode, b)
+		}
+		if tc.want == nil {
+			continue
+		}
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			var s apiServices
+			getJSON(t, http.DefaultClient, hs.URL+"/api/services", &s)
+			i := slices.IndexFunc(s.Services[0].Instances, func(in apiInstance) bool { return in.Addr == victim })
+			if i >= 0 && tc.want(s.Services[0].Instances[i]) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after steer %s the registry shows %+v", tc.body, s.Services[0].Instances)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
 	// The page and its assets are served from the binary.
 	for _, p := range []string{"/", "/app.js", "/style.css"} {
 		resp, err := http.Get(hs.URL + p)
@@ -295,6 +342,20 @@ func TestDashboardSafety(t *testing.T) {
 	if status != 200 || string(out.Reply) != "4" {
 		t.Fatalf("bearer token: %d %+v", status, out)
 	}
+	// Steering a server built without WithAdmin: a clear error.
+	req, _ := http.NewRequest(http.MethodPost, hs.URL+"/api/steer", strings.NewReader(`{"service":"Arith","addr":"`+addr+`","weight":2}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer t0k")
+	sresp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, _ := io.ReadAll(sresp.Body)
+	sresp.Body.Close()
+	if sresp.StatusCode != http.StatusBadGateway || !strings.Contains(string(sb), "WithAdmin") || !strings.Contains(string(sb), "unimplemented") {
+		t.Fatalf("steer without admin: %d %s", sresp.StatusCode, sb)
+	}
+
 	// /?token= sets an HttpOnly SameSite=Strict cookie the page then uses.
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := noRedirect.Get(hs.URL + "/?token=t0k")
@@ -306,7 +367,7 @@ func TestDashboardSafety(t *testing.T) {
 	if resp.StatusCode != http.StatusSeeOther || len(cookies) != 1 || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode {
 		t.Fatalf("token link: %d %v", resp.StatusCode, cookies)
 	}
-	req, _ := http.NewRequest(http.MethodGet, hs.URL+"/api/services", nil)
+	req, _ = http.NewRequest(http.MethodGet, hs.URL+"/api/services", nil)
 	req.AddCookie(cookies[0])
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {

@@ -41,7 +41,7 @@ function renderServices(data) {
       el("h2", {}, s.name, " ", el("span", { class: "muted count" }, s.instances.length + " instance(s)")));
     if (s.error) box.append(el("div", { class: "error" }, s.error));
     const table = el("table", {},
-      el("thead", {}, el("tr", {}, ...["address", "weight", "group", "version", "tags", "state", "in flight", "calls/s", "last 60 s"].map(h => el("th", {}, h)))));
+      el("thead", {}, el("tr", {}, ...["address", "weight", "group", "version", "tags", "state", "in flight", "calls/s", "last 60 s", "steer"].map(h => el("th", {}, h)))));
     const body = el("tbody");
     for (const i of s.instances) {
       const key = s.name + "|" + i.addr;
@@ -60,13 +60,51 @@ function renderServices(data) {
         el("td", { class: "state" }, i.state),
         el("td", { class: "num inflight" }, i.inflight),
         el("td", { class: "num cps" }, i.calls_per_second.toFixed(1)),
-        el("td", {}, canvas)));
+        el("td", {}, canvas),
+        el("td", { class: "steer" },
+          el("button", { class: "weight-down", title: "weight - 1", "data-weight": Math.max(1, i.weight - 1) }, "\u2212"),
+          el("button", { class: "weight-up", title: "weight + 1", "data-weight": i.weight + 1 }, "+"),
+          el("button", { class: "toggle", "data-state": i.state === "draining" ? "active" : "draining" },
+            i.state === "draining" ? "enable" : "disable"))));
     }
     table.append(body);
     box.append(table);
     root.append(box);
   }
 }
+
+// steer asks the instance (through the dashboard and the server's
+// fleet.Admin) to change its weight or state in the registry.
+async function steer(service, addr, change) {
+  try {
+    const r = await fetch("api/steer", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(Object.assign({ service, addr }, change)),
+    });
+    const res = await r.json();
+    if (!r.ok) throw new Error(res.message || r.status);
+    showSteer(service + " " + addr + ": " + JSON.stringify(change) + " written to the registry", false);
+    poll();
+  } catch (e) {
+    showSteer(service + " " + addr + ": " + e.message, true);
+  }
+}
+
+function showSteer(text, isError) {
+  const st = document.getElementById("steer-status");
+  st.textContent = text;
+  st.className = isError ? "error" : "muted";
+}
+
+document.getElementById("services").addEventListener("click", ev => {
+  const b = ev.target.closest("button");
+  if (!b) return;
+  const row = b.closest("tr.instance"), box = b.closest("[data-service]");
+  const service = box.getAttribute("data-service"), addr = row.getAttribute("data-addr");
+  if (b.classList.contains("toggle")) steer(service, addr, { state: b.getAttribute("data-state") });
+  else steer(service, addr, { weight: parseInt(b.getAttribute("data-weight"), 10) });
+});
 
 async function poll() {
   try {
