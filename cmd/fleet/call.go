@@ -94,8 +94,8 @@ called with the protobuf codec, its JSON converted with protojson through the
 reflected descriptors; any other method gets the JSON as is, with the JSON
 codec. --codec json, msgpack or protobuf forces one (json and msgpack need no
 reflection; with msgpack the JSON keys must be MessagePack's field names, the
-Go field names unless msgpack tags say otherwise). -v prints the server, codec, response metadata and the time the
-call took on stderr.
+Go field names unless msgpack tags say otherwise). -v prints the server,
+codec, types, status, elapsed time and response metadata on stderr.
 
 ` + targetHelp + `
 
