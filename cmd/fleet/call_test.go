@@ -54,10 +54,12 @@ func (Ops) Total(ctx context.Context, in *Order, out *map[string]int) error {
 	return nil
 }
 
-// Wait blocks until its deadline.
+// Wait blocks until its deadline and then fails with DeadlineExceeded,
+// so the code is the same whether the client's timer or the server's
+// answer ends the call first.
 func (Ops) Wait(ctx context.Context, _ *struct{}, _ *struct{}) error {
 	<-ctx.Done()
-	return ctx.Err()
+	return fleet.FromContextError(ctx.Err())
 }
 
 // startServer serves Arith, Hello and Ops on loopback.
