@@ -40,7 +40,7 @@ const exitHelp = `Exit status: 0 success; 1 other failure; 2 bad command line or
 (66 unknown, 67 invalid_argument, 68 deadline_exceeded, 69 not_found,
 78 unavailable, 80 unauthenticated, ...). See docs/cli.md.`
 
-// exactArgs is cobra.RangeArgs with a usage error (exit status 2).
+// rangeArgs is cobra.RangeArgs with a usage error (exit status 2).
 func rangeArgs(lo, hi int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) < lo || len(args) > hi {
