@@ -251,7 +251,7 @@ func TestReflectionJSONSchema(t *testing.T) {
 		t.Fatalf("properties out of field order: %s", s)
 	}
 	var v Shape
-	if err := json.Unmarshal(m.Args.Example, &v); err != nil {
+	if err := json.Unmarshal(m.Args.Example, &v); err != nil || v.private != 0 {
 		t.Fatalf("example %s does not decode: %v", m.Args.Example, err)
 	}
 }
