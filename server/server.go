@@ -28,6 +28,7 @@ type Server struct {
 	services atomic.Pointer[map[string]*service] // copy-on-write
 	regMu    sync.Mutex
 	health   health
+	pubs     publications // what Publish registered, for fleet.Admin
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -62,6 +63,8 @@ func New(opts ...Option) *Server {
 	empty := map[string]*service{}
 	s.services.Store(&empty)
 	s.registerHealth()
+	s.registerReflection()
+	s.registerAdmin()
 	if s.opts.workers > 0 {
 		s.tasks = make(chan task, s.opts.workers)
 		for i := 0; i < s.opts.workers; i++ {
