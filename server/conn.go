@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -232,9 +231,8 @@ func (t *task) run() {
 		compID = compress.ID(f.Compression)
 	}
 
-	args := reflect.New(m.argType)
-	reply := reflect.New(m.replyType)
-	err := c.decode(f, args.Interface())
+	args, reply := m.newArgs(), m.newReply()
+	err := c.decode(f, args)
 	protocol.Release(t.buf)
 	t.buf = nil
 
@@ -250,30 +248,20 @@ func (t *task) run() {
 			}
 		}
 	}
-	var replyV any
 	if err == nil {
 		if len(s.opts.interceptors) > 0 {
-			replyV = reply.Interface()
-			err = s.intercept(ctx, &cctx.info, m, args.Interface(), replyV)
+			err = s.intercept(ctx, &cctx.info, m, args, reply)
 		} else {
 			err = s.safeCall(ctx, m, args, reply)
 		}
 	}
-	if len(s.hooks.preWrite) > 0 {
-		if replyV == nil {
-			replyV = reply.Interface()
-		}
-		for _, h := range s.hooks.preWrite {
-			err = h.PreWriteResponse(ctx, &cctx.info, replyV, err)
-		}
+	for _, h := range s.hooks.preWrite {
+		err = h.PreWriteResponse(ctx, &cctx.info, reply, err)
 	}
 	if oneway {
 		return
 	}
-	if replyV == nil && err == nil {
-		replyV = reply.Interface()
-	}
-	werr := c.respond(seq, cdID, compID, replyV, err, cctx.info.ResponseMetadata, &m.replyHint)
+	werr := c.respond(seq, cdID, compID, reply, err, cctx.info.ResponseMetadata, &m.replyHint)
 	for _, h := range s.hooks.postWrite {
 		h.PostWriteResponse(ctx, &cctx.info, werr)
 	}
@@ -307,7 +295,7 @@ func (c *conn) decode(f *protocol.Frame, args any) error {
 
 func (s *Server) intercept(ctx context.Context, info *fleet.CallInfo, m *methodType, args, reply any) error {
 	next := Handler(func(ctx context.Context, args, reply any) error {
-		return s.safeCall(ctx, m, reflect.ValueOf(args), reflect.ValueOf(reply))
+		return s.safeCall(ctx, m, args, reply)
 	})
 	ics := s.opts.interceptors
 	for i := len(ics) - 1; i >= 0; i-- {
@@ -318,7 +306,7 @@ func (s *Server) intercept(ctx context.Context, info *fleet.CallInfo, m *methodT
 }
 
 // safeCall runs the handler and turns a panic into an Internal error.
-func (s *Server) safeCall(ctx context.Context, m *methodType, args, reply reflect.Value) (err error) {
+func (s *Server) safeCall(ctx context.Context, m *methodType, args, reply any) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			buf := make([]byte, 4096)
@@ -328,7 +316,7 @@ func (s *Server) safeCall(ctx context.Context, m *methodType, args, reply reflec
 			err = fleet.Errorf(fleet.Internal, "panic in %s.%s: %v", m.service, m.name, p)
 		}
 	}()
-	return m.call(ctx, args, reply)
+	return m.invoke(ctx, args, reply)
 }
 
 // asCode returns err as a *fleet.Error, with code when err carries none.
