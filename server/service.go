@@ -82,7 +82,7 @@ func (r *reflectMethod) invoke(ctx context.Context, args, reply any) error {
 		in = append(in, r.rcvr)
 	}
 	if r.hasCtx {
-		in = append(in, reflect.ValueOf(&ctx).Elem()) // typed as context.Context
+		in = append(in, reflect.ValueOf(ctx))
 	}
 	in = append(in, a, rp)
 	out := r.fn.Call(in)
