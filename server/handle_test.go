@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,8 @@ import (
 // reflective Arithmetic under "Arithmetic".
 func typedServer(t *testing.T, opts ...server.Option) (*server.Server, chan string, string) {
 	t.Helper()
-	srv := server.New(opts...)
+	// The Panic method logs a stack trace; keep it out of the test output.
+	srv := server.New(append([]server.Option{server.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
 	notes := make(chan string, 4)
 	must := func(err error) {
 		t.Helper()
