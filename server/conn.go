@@ -167,12 +167,7 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 		}
 		return
 	}
-	go runTask(c, m, f, buf) // arguments by value: nothing escapes to the heap
-}
-
-func runTask(c *conn, m *methodType, f protocol.Frame, buf *[]byte) {
-	t := task{c: c, m: m, f: f, buf: buf}
-	t.run()
+	s.handoff(c, m, f, buf)
 }
 
 func (s *Server) worker() {

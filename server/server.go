@@ -36,6 +36,8 @@ type Server struct {
 	inflight atomic.Int64 // handlers running, all connections
 	calls    atomic.Uint64
 	tasks    chan task
+	idle     chan task    // handler goroutines waiting for work take from it
+	idleN    atomic.Int64 // handler goroutines waiting on idle
 	stopped  chan struct{}
 	stopOnce sync.Once
 }
@@ -47,6 +49,7 @@ func New(opts ...Option) *Server {
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[*conn]struct{}{},
 		stopped:   make(chan struct{}),
+		idle:      make(chan task),
 	}
 	for _, o := range opts {
 		o.apply(&s.opts)

@@ -82,7 +82,10 @@ func (r *reflectMethod) invoke(ctx context.Context, args, reply any) error {
 		in = append(in, r.rcvr)
 	}
 	if r.hasCtx {
-		in = append(in, reflect.ValueOf(ctx))
+		// A Value of the parameter's own type, context.Context: Call then
+		// checks assignability by identity, not by walking the method set
+		// of the concrete context type (a tenth of a whole call's CPU).
+		in = append(in, reflect.ValueOf(&ctx).Elem())
 	}
 	in = append(in, a, rp)
 	out := r.fn.Call(in)
