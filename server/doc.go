@@ -16,8 +16,10 @@
 // one reflect.Value.Call; nothing in this package uses unsafe or relies on
 // the runtime's internal layout of function values.
 //
-// Every request runs on its own goroutine (or on a bounded worker pool,
-// WithWorkerPool), so a slow handler never delays the others on its
+// Every request runs on its own goroutine (a goroutine that finished an
+// earlier request and waits for work, at most 256 of them, or a new one;
+// or on a bounded worker pool, WithWorkerPool), so a slow handler never
+// delays the others on its
 // connection, and responses go back in the order handlers finish, written
 // by one coalescing writer per connection. A handler's context carries the
 // caller's deadline (it ends then, or when the connection closes), the
