@@ -57,6 +57,7 @@ type Client struct {
 	err     error // why the client stopped; nil while it works
 
 	done chan struct{}
+	ext  clientExt // revision 2: capabilities, go-away, streams (evolution.go)
 }
 
 // Dial connects to addr over network ("tcp", "tcp4", "tcp6", "unix", or
@@ -126,6 +127,7 @@ func newClient(nc net.Conn, o options) *Client {
 			return ic(ctx, service, method, args, reply, next)
 		}
 	}
+	c.startHello()
 	go c.readLoop()
 	go c.writeLoop()
 	return c
@@ -196,6 +198,7 @@ func (c *Client) call(ctx context.Context, service, method string, args, reply a
 		case <-call.wake:
 		case <-done:
 			if c.remove(call.seq) {
+				c.sendCancel(call.seq)
 				c.recycle(call)
 				return fleet.FromContextError(ctx.Err())
 			}
@@ -239,6 +242,7 @@ func (c *Client) Go(ctx context.Context, service, method string, args, reply any
 		if _, ok := c.pending[seq]; ok {
 			call.stop = context.AfterFunc(ctx, func() {
 				if c.remove(seq) {
+					c.sendCancel(seq)
 					call.Error = fleet.FromContextError(ctx.Err())
 					call.stop = nil
 					call.complete()
@@ -468,13 +472,16 @@ func (c *Client) readLoop() {
 			var b [protocol.HeaderSize + 3]byte
 			out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypePong, Seq: f.Seq}, "", "", nil, nil, 0)
 			_ = c.w.Write(out)
+		case protocol.TypePong:
+			c.onPong(f, buf)
 		case protocol.TypeGoAway:
+			c.onGoAway(&f)
 			protocol.Release(buf)
 			if !c.draining.Swap(true) {
 				go c.ackGoAway()
 			}
 		default:
-			protocol.Release(buf)
+			c.onExtension(f, buf)
 		}
 	}
 }
@@ -485,9 +492,8 @@ func (c *Client) readLoop() {
 func (c *Client) ackGoAway() {
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
-	var b [protocol.HeaderSize + 3]byte
-	out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypeGoAway}, "", "", nil, nil, 0)
-	_ = c.w.Write(out)
+	p := protocol.AppendGoAway(nil, &protocol.GoAway{Reason: protocol.GoAwayAck, LastSeq: c.seq.Load()})
+	_ = c.w.Write(protocol.AppendControl(nil, protocol.TypeGoAway, 0, 0, p))
 }
 
 // Pending returns the number of calls waiting for a response.
@@ -541,6 +547,7 @@ func (c *Client) fail(cause error) {
 	c.w.Fail(err)
 	c.nc.Close()
 	close(c.done)
+	c.helloFinished()
 	callErr := err
 	if err == ErrClosed {
 		callErr = fleet.Errorf(fleet.Unavailable, "client closed: %w", ErrConnectionLost)

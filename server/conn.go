@@ -34,6 +34,7 @@ type conn struct {
 	ackOnce sync.Once
 	held    atomic.Int64  // request bytes held by running handlers
 	drained chan struct{} // signalled when held drops
+	ext     connExt       // revision 2: capabilities, cancel, streams (evolution.go)
 }
 
 // task is one request handed to a handler goroutine or worker.
@@ -107,6 +108,7 @@ func (c *conn) readLoop() {
 		if err != nil {
 			if fleet.CodeOf(err) != fleet.Unknown {
 				s.opts.logger.Debug("fleet server: closing connection", "remote", c.remote, "err", err)
+				c.protocolError(err)
 			}
 			return
 		}
@@ -114,16 +116,13 @@ func (c *conn) readLoop() {
 		case protocol.TypeRequest:
 			c.dispatch(f, buf)
 		case protocol.TypePing:
-			var b [protocol.HeaderSize + 3]byte
-			out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypePong, Seq: f.Seq}, "", "", nil, nil, 0)
-			protocol.Release(buf)
-			_ = c.w.Write(out)
+			c.onPing(f, buf)
 		case protocol.TypeGoAway:
 			// The client's answer to our go-away: it sends nothing more.
 			protocol.Release(buf)
 			c.ackOnce.Do(func() { close(c.acked) })
 		default:
-			protocol.Release(buf) // pongs and stray responses
+			c.onExtension(f, buf) // revision 2 frames; pongs, stray responses and unknown types are ignored
 		}
 	}
 }
@@ -132,6 +131,7 @@ func (c *conn) readLoop() {
 // over the cap) or handed to a handler.
 func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 	s := c.s
+	c.noteSeq(f.Seq)
 	oneway := f.Flags&protocol.FlagOneway != 0
 	var refuse error
 	var m *methodType
@@ -224,6 +224,11 @@ func (t *task) run() {
 		var cancel context.CancelFunc
 		cctx.Context, cancel = context.WithTimeout(c.ctx, time.Duration(f.Timeout)*time.Millisecond)
 		defer cancel()
+	}
+	if !oneway {
+		var done func()
+		cctx.Context, done = c.cancellable(cctx.Context, f.Seq)
+		defer done()
 	}
 	ctx := context.Context(cctx)
 	seq, cdID := f.Seq, f.Codec
@@ -415,9 +420,7 @@ func compressInPlace(buf []byte, start, p0 int, id compress.ID) []byte {
 
 // goAway tells the client to send no new calls on this connection.
 func (c *conn) goAway() {
-	var b [protocol.HeaderSize + 3]byte
-	out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypeGoAway}, "", "", nil, nil, 0)
-	_ = c.w.Write(out)
+	_ = c.w.Write(c.goAwayFrame(protocol.GoAwayShutdown, "server shutting down"))
 }
 
 // close ends the connection once: with flush, queued responses are

@@ -1,0 +1,140 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleetrpc/fleet"
+	"github.com/fleetrpc/fleet/protocol"
+)
+
+// connExt is a connection's state for protocol revision 2: what the
+// client announced in its Hello, the highest request sequence id read,
+// and the calls and streams a cancel frame can reach.
+type connExt struct {
+	peerCaps atomic.Uint32 // capabilities of the client's Hello (0: revision 1 client)
+	lastSeq  atomic.Uint64 // highest request sequence id read
+	spoke    atomic.Bool   // a valid frame arrived: the peer speaks Fleet
+
+	mu      sync.Mutex
+	running map[uint64]context.CancelFunc // cancellable unary calls by seq
+	streams map[uint64]*serverStream      // open streams by id
+}
+
+// serverCaps is what this server announces.
+const serverCaps = protocol.CapCancel | protocol.CapStreams
+
+// onPing answers a ping; a ping with FlagHello gets a pong with this
+// server's Hello, and records the client's capabilities.
+func (c *conn) onPing(f protocol.Frame, buf *[]byte) {
+	c.ext.spoke.Store(true)
+	var payload []byte
+	flags := protocol.Flags(0)
+	if f.Flags&protocol.FlagHello != 0 {
+		if h, err := protocol.ParseHello(f.Payload); err == nil {
+			c.ext.peerCaps.Store(h.Capabilities & serverCaps)
+			flags = protocol.FlagHello
+			so := c.s.opts.stream.withDefaults()
+			payload = protocol.AppendHello(make([]byte, 0, 32), &protocol.Hello{
+				Revision: protocol.Revision, Capabilities: serverCaps,
+				Settings: map[uint64]uint64{
+					protocol.SettingStreamWindow: uint64(so.window),
+					protocol.SettingMaxStreams:   uint64(so.maxStreams),
+					protocol.SettingMaxMessage:   uint64(so.maxMessage),
+				},
+			})
+		}
+		// A Hello that does not parse is answered as a revision 1 peer
+		// would: a plain pong; the client then uses no capability.
+	}
+	seq := f.Seq
+	protocol.Release(buf)
+	_ = c.w.Write(protocol.AppendControl(make([]byte, 0, protocol.HeaderSize+3+len(payload)), protocol.TypePong, flags, seq, payload))
+}
+
+// onExtension handles frames the revision 1 read loop did not know.
+// Frames of unknown types, and stray pongs and responses, are ignored.
+func (c *conn) onExtension(f protocol.Frame, buf *[]byte) {
+	c.ext.spoke.Store(true)
+	switch f.Type {
+	case protocol.TypeCancel:
+		seq := f.Seq
+		protocol.Release(buf)
+		c.cancelSeq(seq)
+	case protocol.TypeStreamOpen, protocol.TypeStreamData, protocol.TypeWindowUpdate:
+		c.onStreamFrame(f, buf)
+	default:
+		protocol.Release(buf)
+	}
+}
+
+// noteSeq records a request's sequence id for the go-away's LastSeq.
+func (c *conn) noteSeq(seq uint64) {
+	c.ext.spoke.Store(true)
+	for {
+		old := c.ext.lastSeq.Load()
+		if seq <= old || c.ext.lastSeq.CompareAndSwap(old, seq) {
+			return
+		}
+	}
+}
+
+// cancellable returns a context derived from parent that a cancel frame
+// for seq ends, and the function to call when the call finishes. With a
+// revision 1 client (no cancel capability) it returns parent unchanged.
+func (c *conn) cancellable(parent context.Context, seq uint64) (context.Context, func()) {
+	if c.ext.peerCaps.Load()&protocol.CapCancel == 0 || seq == 0 {
+		return parent, func() {}
+	}
+	ctx, cancel := context.WithCancel(parent)
+	c.ext.mu.Lock()
+	if c.ext.running == nil {
+		c.ext.running = make(map[uint64]context.CancelFunc)
+	}
+	c.ext.running[seq] = cancel
+	c.ext.mu.Unlock()
+	return ctx, func() {
+		c.ext.mu.Lock()
+		delete(c.ext.running, seq)
+		c.ext.mu.Unlock()
+		cancel()
+	}
+}
+
+// cancelSeq ends the context of the call or stream seq; an unknown or
+// finished seq is ignored (a cancel may cross the response on the wire).
+func (c *conn) cancelSeq(seq uint64) {
+	c.ext.mu.Lock()
+	cancel := c.ext.running[seq]
+	st := c.ext.streams[seq]
+	c.ext.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	if st != nil {
+		st.reset(fleet.NewError(fleet.Canceled, "stream cancelled by the client"))
+	}
+}
+
+// goAwayFrame builds a go-away with a reason, the last sequence id read
+// and a message.
+func (c *conn) goAwayFrame(reason byte, msg string) []byte {
+	p := protocol.AppendGoAway(make([]byte, 0, 16+len(msg)), &protocol.GoAway{Reason: reason, LastSeq: c.ext.lastSeq.Load(), Message: msg})
+	return protocol.AppendControl(make([]byte, 0, protocol.HeaderSize+3+len(p)), protocol.TypeGoAway, 0, 0, p)
+}
+
+// protocolError tells the client why its connection is being closed (a
+// go-away with reason protocol error and the error's text) and flushes it
+// (for at most a second) before the caller closes the connection. A peer
+// that never sent a valid frame (an HTTP request, random bytes) does not
+// speak Fleet and gets nothing.
+func (c *conn) protocolError(err error) {
+	if !c.ext.spoke.Load() {
+		return
+	}
+	if c.w.Write(c.goAwayFrame(protocol.GoAwayProtocolError, err.Error())) == nil {
+		c.w.CloseAndFlush(errClosed, time.Second)
+	}
+}
