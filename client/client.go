@@ -548,6 +548,7 @@ func (c *Client) fail(cause error) {
 	c.nc.Close()
 	close(c.done)
 	c.helloFinished()
+	c.failStreams(err)
 	callErr := err
 	if err == ErrClosed {
 		callErr = fleet.Errorf(fleet.Unavailable, "client closed: %w", ErrConnectionLost)

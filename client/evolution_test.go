@@ -93,3 +93,25 @@ func TestRevision1ServerFallback(t *testing.T) {
 		t.Fatalf("client sent %d frames a revision 1 server does not know", n)
 	}
 }
+
+// TestStreamAgainstRevision1Server: opening a stream on a server without
+// streams fails with Unimplemented before anything is sent.
+func TestStreamAgainstRevision1Server(t *testing.T) {
+	addr, unknown := oldServer(t)
+	c, err := client.Dial(context.Background(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = client.CallServerStream[string, string](context.Background(), c, "S", "Range", new(string))
+	if fleet.CodeOf(err) != fleet.Unimplemented || !errors.Is(err, client.ErrStreamsUnsupported) || !errors.Is(err, client.ErrNotSent) {
+		t.Fatalf("err = %v", err)
+	}
+	var out string
+	if err := c.Call(context.Background(), "S", "Echo", "still", &out); err != nil || out != "still" {
+		t.Fatalf("call: %q %v", out, err)
+	}
+	if n := unknown.Load(); n != 0 {
+		t.Fatalf("%d unknown frames sent", n)
+	}
+}

@@ -17,6 +17,9 @@ type connExt struct {
 	peerCaps atomic.Uint32 // capabilities of the client's Hello (0: revision 1 client)
 	lastSeq  atomic.Uint64 // highest request sequence id read
 	spoke    atomic.Bool   // a valid frame arrived: the peer speaks Fleet
+	// peerWindow is the stream window the client's Hello granted: the
+	// server's initial send credit per stream.
+	peerWindow atomic.Int64
 
 	mu      sync.Mutex
 	running map[uint64]context.CancelFunc // cancellable unary calls by seq
@@ -35,6 +38,7 @@ func (c *conn) onPing(f protocol.Frame, buf *[]byte) {
 	if f.Flags&protocol.FlagHello != 0 {
 		if h, err := protocol.ParseHello(f.Payload); err == nil {
 			c.ext.peerCaps.Store(h.Capabilities & serverCaps)
+			c.ext.peerWindow.Store(int64(h.Setting(protocol.SettingStreamWindow, DefaultStreamWindow, protocol.MaxWindow)))
 			flags = protocol.FlagHello
 			so := c.s.opts.stream.withDefaults()
 			payload = protocol.AppendHello(make([]byte, 0, 32), &protocol.Hello{

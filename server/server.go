@@ -24,7 +24,9 @@ type Server struct {
 	hooks hooks
 
 	services atomic.Pointer[map[string]*service] // copy-on-write
-	regMu    sync.Mutex
+	// streamHandlers maps "service\x00method" to *streamHandler (stream.go).
+	streamHandlers sync.Map
+	regMu          sync.Mutex
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
