@@ -359,3 +359,48 @@ func TestStreamBadInput(t *testing.T) {
 }
 
 var _ = errors.Is
+
+// TestStreamSlowConsumerMemoryBounded: 32 MiB streamed to a consumer that
+// pauses now and then. At every message the bytes the producer has
+// finished sending minus the bytes consumed stay within the window, and
+// the consumer's buffer stays within the window too.
+func TestStreamSlowConsumerMemoryBounded(t *testing.T) {
+	const window, chunk, total = 128 << 10, 16 << 10, 32 << 20
+	var sent atomic.Int64
+	srv := server.New()
+	err := server.HandleServerStream(srv, "S", "Bytes", func(ctx context.Context, req *[]byte, st *server.ServerStream[[]byte]) error {
+		data := make([]byte, chunk)
+		for n := 0; n < total; n += chunk {
+			if err := st.Send(&data); err != nil {
+				return err
+			}
+			sent.Add(chunk)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, testutil.Serve(t, srv), client.WithStreamWindow(window))
+	st, err := client.CallServerStream[[]byte, []byte](context.Background(), c, "S", "Bytes", &[]byte{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var received int64
+	for i := 0; st.Receive(); i++ {
+		received += int64(len(*st.Msg()))
+		if ahead := sent.Load() - received; ahead > window {
+			t.Fatalf("producer %d bytes ahead of the consumer, window %d", ahead, window)
+		}
+		if b := st.Buffered(); b > window {
+			t.Fatalf("consumer buffers %d bytes, window %d", b, window)
+		}
+		if i%256 == 0 {
+			time.Sleep(2 * time.Millisecond) // a slow consumer
+		}
+	}
+	if err := st.Err(); err != nil || received != total {
+		t.Fatalf("received %d of %d: %v", received, total, err)
+	}
+}
