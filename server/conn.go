@@ -225,10 +225,10 @@ func (t *task) run() {
 		cctx.Context, cancel = context.WithTimeout(c.ctx, time.Duration(f.Timeout)*time.Millisecond)
 		defer cancel()
 	}
-	if !oneway {
-		var done func()
-		cctx.Context, done = c.cancellable(cctx.Context, f.Seq)
-		defer done()
+	if !oneway && c.cancellable() {
+		var cancel context.CancelFunc
+		cctx.Context, cancel = c.track(cctx.Context, f.Seq)
+		defer c.untrack(f.Seq, cancel)
 	}
 	ctx := context.Context(cctx)
 	seq, cdID := f.Seq, f.Codec

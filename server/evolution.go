@@ -85,13 +85,14 @@ func (c *conn) noteSeq(seq uint64) {
 	}
 }
 
-// cancellable returns a context derived from parent that a cancel frame
-// for seq ends, and the function to call when the call finishes. With a
-// revision 1 client (no cancel capability) it returns parent unchanged.
-func (c *conn) cancellable(parent context.Context, seq uint64) (context.Context, func()) {
-	if c.ext.peerCaps.Load()&protocol.CapCancel == 0 || seq == 0 {
-		return parent, func() {}
-	}
+// cancellable reports whether the client may cancel calls (it announced
+// the capability); revision 1 clients never do, and their calls pay
+// nothing for it.
+func (c *conn) cancellable() bool { return c.ext.peerCaps.Load()&protocol.CapCancel != 0 }
+
+// track returns a context derived from parent that a cancel frame for seq
+// ends; the call must end with untrack(seq, cancel).
+func (c *conn) track(parent context.Context, seq uint64) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(parent)
 	c.ext.mu.Lock()
 	if c.ext.running == nil {
@@ -99,12 +100,15 @@ func (c *conn) cancellable(parent context.Context, seq uint64) (context.Context,
 	}
 	c.ext.running[seq] = cancel
 	c.ext.mu.Unlock()
-	return ctx, func() {
-		c.ext.mu.Lock()
-		delete(c.ext.running, seq)
-		c.ext.mu.Unlock()
-		cancel()
-	}
+	return ctx, cancel
+}
+
+// untrack ends a tracked call.
+func (c *conn) untrack(seq uint64, cancel context.CancelFunc) {
+	c.ext.mu.Lock()
+	delete(c.ext.running, seq)
+	c.ext.mu.Unlock()
+	cancel()
 }
 
 // cancelSeq ends the context of the call or stream seq; an unknown or
