@@ -15,6 +15,7 @@ import (
 	"github.com/fleetrpc/fleet/internal/testutil"
 	"github.com/fleetrpc/fleet/protocol"
 	"github.com/fleetrpc/fleet/server"
+	"go.uber.org/goleak"
 )
 
 type Count struct{ N int }
@@ -403,4 +404,30 @@ func TestStreamSlowConsumerMemoryBounded(t *testing.T) {
 	if err := st.Err(); err != nil || received != total {
 		t.Fatalf("received %d of %d: %v", received, total, err)
 	}
+}
+
+// TestStreamCancelFreesGoroutines: with the connection staying open,
+// cancelling streams mid-way brings both sides' goroutines back to what
+// they were before the streams opened.
+func TestStreamCancelFreesGoroutines(t *testing.T) {
+	addr, running, _ := streamServer(t)
+	c := dial(t, addr)
+	if err := c.Call(context.Background(), "U", "Echo", &Msg{"warm"}, &Msg{}); err != nil {
+		t.Fatal(err)
+	}
+	baseline := goleak.IgnoreCurrent()
+	ctx, cancel := context.WithCancel(context.Background())
+	for i := 0; i < 5; i++ {
+		st, err := client.CallServerStream[Count, Chunk](ctx, c, "S", "Flood", &Count{1024})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Receive() {
+			t.Fatal(st.Err())
+		}
+	}
+	waitFor(t, "producers running", func() bool { return running.Load() == 5 })
+	cancel()
+	waitFor(t, "producers ended", func() bool { return running.Load() == 0 })
+	goleak.VerifyNone(t, baseline)
 }
