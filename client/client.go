@@ -448,7 +448,7 @@ func (c *Client) readLoop() {
 	for {
 		f, buf, err := c.r.ReadFrame()
 		if err != nil {
-			c.fail(err)
+			c.fail(c.withGoAwayReason(err))
 			return
 		}
 		c.received.Add(1)

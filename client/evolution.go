@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/protocol"
 )
 
@@ -77,6 +78,26 @@ func (c *Client) onGoAway(f *protocol.Frame) {
 		g = protocol.GoAway{}
 	}
 	c.ext.goAway.CompareAndSwap(nil, &g)
+}
+
+// withGoAwayReason adds the reason of the server's go-away, if it sent one
+// for a protocol error or the idle timeout, to the error that ended the
+// connection.
+func (c *Client) withGoAwayReason(err error) error {
+	g := c.ext.goAway.Load()
+	if g == nil {
+		return err
+	}
+	var why string
+	switch g.Reason {
+	case protocol.GoAwayProtocolError:
+		why = "protocol error"
+	case protocol.GoAwayIdle:
+		why = "idle timeout"
+	default:
+		return err
+	}
+	return fleet.Errorf(fleet.Unavailable, "%v (server closed the connection: %s: %s): %w", err, why, g.Message, err)
 }
 
 // sendCancel tells the server that the caller gave up on the call or

@@ -108,8 +108,8 @@ func (c *conn) readLoop() {
 		if err != nil {
 			if fleet.CodeOf(err) != fleet.Unknown {
 				s.opts.logger.Debug("fleet server: closing connection", "remote", c.remote, "err", err)
-				c.protocolError(err)
 			}
+			c.readFailed(err)
 			return
 		}
 		switch f.Type {

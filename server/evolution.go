@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,6 +134,22 @@ func (c *conn) cancelSeq(seq uint64) {
 func (c *conn) goAwayFrame(reason byte, msg string) []byte {
 	p := protocol.AppendGoAway(make([]byte, 0, 16+len(msg)), &protocol.GoAway{Reason: reason, LastSeq: c.ext.lastSeq.Load(), Message: msg})
 	return protocol.AppendControl(make([]byte, 0, protocol.HeaderSize+3+len(p)), protocol.TypeGoAway, 0, 0, p)
+}
+
+// readFailed tells the client why the server stops reading its
+// connection, when it can: a protocol error or the idle timeout. A closed
+// or reset connection gets nothing (nobody is there to read it).
+func (c *conn) readFailed(err error) {
+	if fleet.CodeOf(err) != fleet.Unknown {
+		c.protocolError(err)
+		return
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() && c.ext.spoke.Load() {
+		if c.w.Write(c.goAwayFrame(protocol.GoAwayIdle, fmt.Sprintf("no frame for %v", c.s.opts.idleTimeout))) == nil {
+			c.w.CloseAndFlush(errClosed, time.Second)
+		}
+	}
 }
 
 // protocolError tells the client why its connection is being closed (a

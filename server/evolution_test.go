@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -211,3 +212,34 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 var _ = fleet.OK
 var _ = client.ErrClosed
+
+// TestIdleTimeoutGoAway: a connection closed for idleness gets a go-away
+// with reason idle first, and the client's error says so.
+func TestIdleTimeoutGoAway(t *testing.T) {
+	_, _, addr := newServer(t, server.WithIdleTimeout(300*time.Millisecond))
+	rc := dialRaw(t, addr)
+	rc.request(9, "then silence")
+	if h, _, err := rc.next(); err != nil || h.Seq != 9 {
+		t.Fatalf("%+v %v", h, err)
+	}
+	h, p, err := rc.next()
+	if err != nil || h.Type != protocol.TypeGoAway {
+		t.Fatalf("want go-away, got %+v %v", h, err)
+	}
+	if g, err := protocol.ParseGoAway(p); err != nil || g.Reason != protocol.GoAwayIdle || g.LastSeq != 9 {
+		t.Fatalf("go-away %+v %v", g, err)
+	}
+
+	c := dial(t, addr, client.WithHeartbeat(0))
+	if err := c.Call(context.Background(), "Svc", "Echo", &Msg{"x"}, &Msg{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("idle connection not closed")
+	}
+	if err := c.Err(); !strings.Contains(err.Error(), "idle timeout") || fleet.CodeOf(err) != fleet.Unavailable {
+		t.Fatalf("client error %v", err)
+	}
+}
