@@ -17,7 +17,23 @@ import (
 
 // streamOptions are the server's stream limits; zero fields take their
 // defaults.
-type streamOptions struct{ window, maxStreams, maxMessage int }
+type streamOptions struct {
+	window, maxStreams, maxMessage int
+	interceptors                   []StreamInterceptor
+}
+
+// StreamInterceptor wraps every stream handler: it sees the stream's
+// service, method and metadata in info, may change ctx, and must call
+// next to run the handler (or return an error without calling it to
+// refuse the stream). The error it returns ends the stream, with its
+// code. It sees the stream's open and end, not each message.
+type StreamInterceptor func(ctx context.Context, info *fleet.CallInfo, next func(ctx context.Context) error) error
+
+// WithStreamInterceptor adds interceptors around every stream handler;
+// the first added is the outermost. Default: none.
+func WithStreamInterceptor(ics ...StreamInterceptor) Option {
+	return optionFunc(func(o *options) { o.stream.interceptors = append(o.stream.interceptors, ics...) })
+}
 
 // Defaults of the stream options.
 const (
@@ -229,7 +245,7 @@ func (st *serverStream) run(h *streamHandler) {
 		}
 	}
 	if err == nil {
-		err = st.safeRun(h)
+		err = st.intercepted(h)
 	}
 	if p := st.failed.Load(); p != nil {
 		err = *p
@@ -241,7 +257,21 @@ func (st *serverStream) run(h *streamHandler) {
 	}
 }
 
-func (st *serverStream) safeRun(h *streamHandler) (err error) {
+// intercepted runs the handler inside the stream interceptors.
+func (st *serverStream) intercepted(h *streamHandler) error {
+	ics := st.c.s.opts.stream.interceptors
+	if len(ics) == 0 {
+		return st.safeRun(st.ctx, h)
+	}
+	next := func(ctx context.Context) error { return st.safeRun(ctx, h) }
+	for i := len(ics) - 1; i >= 0; i-- {
+		ic, inner := ics[i], next
+		next = func(ctx context.Context) error { return ic(ctx, &st.info, inner) }
+	}
+	return next(st.ctx)
+}
+
+func (st *serverStream) safeRun(ctx context.Context, h *streamHandler) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			buf := make([]byte, 4096)
@@ -250,7 +280,7 @@ func (st *serverStream) safeRun(h *streamHandler) (err error) {
 			err = fleet.Errorf(fleet.Internal, "panic in %s.%s: %v", st.info.Service, st.info.Method, p)
 		}
 	}()
-	return h.run(st.ctx, st)
+	return h.run(ctx, st)
 }
 
 var errStreamEnded = fleet.NewError(fleet.Canceled, "stream ended")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -430,4 +431,49 @@ func TestStreamCancelFreesGoroutines(t *testing.T) {
 	cancel()
 	waitFor(t, "producers ended", func() bool { return running.Load() == 0 })
 	goleak.VerifyNone(t, baseline)
+}
+
+func TestStreamInterceptors(t *testing.T) {
+	var seen []string
+	var mu sync.Mutex
+	rec := func(s string) { mu.Lock(); seen = append(seen, s); mu.Unlock() }
+	addr, _, _ := streamServer(t, server.WithStreamInterceptor(
+		func(ctx context.Context, info *fleet.CallInfo, next func(context.Context) error) error {
+			rec("outer " + info.Method)
+			err := next(ctx)
+			rec(fmt.Sprintf("outer end %v", fleet.CodeOf(err)))
+			return err
+		},
+		func(ctx context.Context, info *fleet.CallInfo, next func(context.Context) error) error {
+			if info.Metadata["deny"] != "" {
+				return fleet.NewError(fleet.PermissionDenied, "denied by interceptor")
+			}
+			return next(ctx)
+		}))
+	c := dial(t, addr)
+	st, err := client.CallServerStream[Count, Count](context.Background(), c, "S", "Range", &Count{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for st.Receive() {
+	}
+	st.Close()
+	if st.Err() != nil {
+		t.Fatal(st.Err())
+	}
+	ctx := fleet.WithOutgoingMetadata(context.Background(), fleet.Metadata{"deny": "1"})
+	st, err = client.CallServerStream[Count, Count](ctx, c, "S", "Range", &Count{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Receive() || fleet.CodeOf(st.Err()) != fleet.PermissionDenied {
+		t.Fatalf("denied stream: %v", st.Err())
+	}
+	st.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	want := "outer Range|outer end ok|outer Range|outer end permission_denied"
+	if got := strings.Join(seen, "|"); got != want {
+		t.Fatalf("interceptors saw %q, want %q", got, want)
+	}
 }
