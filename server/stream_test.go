@@ -487,3 +487,39 @@ func TestStreamInterceptors(t *testing.T) {
 		t.Fatalf("interceptors saw %q, want %q", got, want)
 	}
 }
+
+// TestShutdownWaitsForStreams: graceful shutdown waits for running
+// streams like it waits for calls; a client told to go away opens no new
+// stream; when Shutdown gives up (its context ends) the streams end too.
+func TestShutdownWaitsForStreams(t *testing.T) {
+	running := new(atomic.Int64)
+	srv := server.New()
+	server.HandleServerStream(srv, "S", "Wait", func(ctx context.Context, req *Count, st *server.ServerStream[Count]) error {
+		running.Add(1)
+		defer running.Add(-1)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	c := dial(t, testutil.Serve(t, srv))
+	st, err := client.CallServerStream[Count, Count](context.Background(), c, "S", "Wait", &Count{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	waitFor(t, "stream running", func() bool { return running.Load() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Shutdown(ctx) }()
+	waitFor(t, "client told to go away", c.Draining)
+	if _, err := client.CallServerStream[Count, Count](context.Background(), c, "S", "Wait", &Count{}); !errors.Is(err, client.ErrGoingAway) {
+		t.Fatalf("stream opened after go-away: %v", err)
+	}
+	if err := <-errc; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown with a running stream returned %v", err)
+	}
+	if st.Receive() {
+		t.Fatal("message after shutdown")
+	}
+	waitFor(t, "stream ended", func() bool { return running.Load() == 0 })
+}
