@@ -226,9 +226,9 @@ func (t *task) run() {
 		defer cancel()
 	}
 	if !oneway && c.cancellable() {
-		var cancel context.CancelFunc
-		cctx.Context, cancel = c.track(cctx.Context, f.Seq)
-		defer c.untrack(f.Seq, cancel)
+		lc := c.track(cctx.Context, f.Seq)
+		cctx.Context = lc
+		defer c.untrack(f.Seq, lc)
 	}
 	ctx := context.Context(cctx)
 	seq, cdID := f.Seq, f.Codec

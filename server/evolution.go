@@ -25,8 +25,8 @@ type connExt struct {
 	peerWindow atomic.Int64
 
 	mu      sync.Mutex
-	running map[uint64]context.CancelFunc // cancellable unary calls by seq
-	streams map[uint64]*serverStream      // open streams by id
+	running map[uint64]*lazyCancelCtx // cancellable unary calls by seq
+	streams map[uint64]*serverStream  // open streams by id
 }
 
 // serverCaps is what this server announces.
@@ -94,35 +94,117 @@ func (c *conn) noteSeq(seq uint64) {
 func (c *conn) cancellable() bool { return c.ext.peerCaps.Load()&protocol.CapCancel != 0 }
 
 // track returns a context derived from parent that a cancel frame for seq
-// ends; the call must end with untrack(seq, cancel).
-func (c *conn) track(parent context.Context, seq uint64) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(parent)
+// ends; the call must end with untrack(seq, ctx).
+func (c *conn) track(parent context.Context, seq uint64) *lazyCancelCtx {
+	lc := &lazyCancelCtx{Context: parent}
 	c.ext.mu.Lock()
 	if c.ext.running == nil {
-		c.ext.running = make(map[uint64]context.CancelFunc)
+		c.ext.running = make(map[uint64]*lazyCancelCtx)
 	}
-	c.ext.running[seq] = cancel
+	c.ext.running[seq] = lc
 	c.ext.mu.Unlock()
-	return ctx, cancel
+	return lc
 }
 
 // untrack ends a tracked call.
-func (c *conn) untrack(seq uint64, cancel context.CancelFunc) {
+func (c *conn) untrack(seq uint64, lc *lazyCancelCtx) {
 	c.ext.mu.Lock()
 	delete(c.ext.running, seq)
 	c.ext.mu.Unlock()
-	cancel()
+	lc.release()
+}
+
+// lazyCancelCtx is a call's context that a cancel frame can end. It costs
+// one small allocation per call: the cancellable child of the parent (a
+// context.WithCancel, registered with the connection's context) is made
+// only when the handler first asks for Done or Value, so handlers that
+// never wait on their context pay nothing more. Safe for concurrent use.
+type lazyCancelCtx struct {
+	context.Context // the parent: the connection's or the deadline's context
+
+	mu        sync.Mutex
+	child     context.Context
+	stop      context.CancelFunc
+	cancelled bool
+}
+
+// materialize returns the cancellable child, creating it on first use.
+func (l *lazyCancelCtx) materialize() context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.child == nil {
+		l.child, l.stop = context.WithCancel(l.Context)
+		if l.cancelled {
+			l.stop()
+		}
+	}
+	return l.child
+}
+
+// Done returns the child's channel: closed when the parent ends or a
+// cancel frame arrives.
+func (l *lazyCancelCtx) Done() <-chan struct{} { return l.materialize().Done() }
+
+// Err reports context.Canceled after a cancel frame, else the parent's
+// error.
+func (l *lazyCancelCtx) Err() error {
+	l.mu.Lock()
+	child, cancelled := l.child, l.cancelled
+	l.mu.Unlock()
+	if child != nil {
+		return child.Err()
+	}
+	if cancelled {
+		return context.Canceled
+	}
+	return l.Context.Err()
+}
+
+// Value answers from the child once it exists, so that contexts derived
+// from this one (which call Done first) attach to the child's
+// cancellation directly (the context package finds it through Value)
+// instead of starting a goroutine; before that, from the parent.
+func (l *lazyCancelCtx) Value(key any) any {
+	l.mu.Lock()
+	child := l.child
+	l.mu.Unlock()
+	if child != nil {
+		return child.Value(key)
+	}
+	return l.Context.Value(key)
+}
+
+// cancel is a cancel frame's effect.
+func (l *lazyCancelCtx) cancel() {
+	l.mu.Lock()
+	l.cancelled = true
+	stop := l.stop
+	l.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// release frees the child's registration with its parent once the call
+// is over.
+func (l *lazyCancelCtx) release() {
+	l.mu.Lock()
+	stop := l.stop
+	l.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }
 
 // cancelSeq ends the context of the call or stream seq; an unknown or
 // finished seq is ignored (a cancel may cross the response on the wire).
 func (c *conn) cancelSeq(seq uint64) {
 	c.ext.mu.Lock()
-	cancel := c.ext.running[seq]
+	lc := c.ext.running[seq]
 	st := c.ext.streams[seq]
 	c.ext.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if lc != nil {
+		lc.cancel()
 	}
 	if st != nil {
 		st.reset(fleet.NewError(fleet.Canceled, "stream cancelled by the client"))

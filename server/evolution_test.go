@@ -243,3 +243,43 @@ func TestIdleTimeoutGoAway(t *testing.T) {
 		t.Fatalf("client error %v", err)
 	}
 }
+
+// TestCancelFrameReachesEveryContextUse: a cancel frame is seen by a
+// handler that polls ctx.Err() without ever calling Done, by one that
+// waits on Done, and by a context derived from the handler's.
+func TestCancelFrameReachesEveryContextUse(t *testing.T) {
+	var running atomic.Int64
+	srv := server.New()
+	srv.RegisterFunction("S", "Poll", func(ctx context.Context, in *Msg, out *Msg) error {
+		running.Add(1)
+		defer running.Add(-1)
+		for ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		if ctx.Err() != context.Canceled {
+			t.Errorf("Err after cancel = %v", ctx.Err())
+		}
+		return nil
+	})
+	srv.RegisterFunction("S", "Derived", func(ctx context.Context, in *Msg, out *Msg) error {
+		running.Add(1)
+		defer running.Add(-1)
+		d, cancel := context.WithTimeout(ctx, time.Hour)
+		defer cancel()
+		<-d.Done()
+		return nil
+	})
+	c := dial(t, testutil.Serve(t, srv))
+	waitFor(t, "hello answered", func() bool { return c.Capabilities()&protocol.CapCancel != 0 })
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := []*client.Call{
+		c.Go(ctx, "S", "Poll", &Msg{}, &Msg{}, nil),
+		c.Go(ctx, "S", "Derived", &Msg{}, &Msg{}, nil),
+	}
+	waitFor(t, "handlers running", func() bool { return running.Load() == 2 })
+	cancel()
+	for _, call := range calls {
+		<-call.Done
+	}
+	waitFor(t, "handlers ended", func() bool { return running.Load() == 0 })
+}
