@@ -112,12 +112,14 @@ type serverStream struct {
 	peerReset atomic.Bool           // the client cancelled: send no end
 }
 
-// Value gives handlers the call's info through fleet.CallInfoFrom.
+// streamCtx is a stream handler's context: its parent plus the stream's
+// call info.
 type streamCtx struct {
 	context.Context
 	info *fleet.CallInfo
 }
 
+// Value gives handlers the stream's info through fleet.CallInfoFrom.
 func (c *streamCtx) Value(key any) any {
 	if key == fleet.CallInfoKey {
 		return c.info
