@@ -254,6 +254,13 @@ func (st *serverStream) run(h *streamHandler) {
 	} else if err != nil && st.ctx.Err() != nil && fleet.CodeOf(err) == fleet.Unknown {
 		err = fleet.FromContextError(st.ctx.Err())
 	}
+	// Response metadata set with fleet.SetResponseMetadata travels as
+	// trailers too; keys set on ResponseTrailer win.
+	for k, v := range st.info.ResponseMetadata {
+		if _, set := st.trailer[k]; !set {
+			st.trailers()[k] = v
+		}
+	}
 	if !st.peerReset.Load() {
 		c.endStream(st.id, err, st.trailer)
 	}

@@ -47,6 +47,7 @@ func streamServer(t *testing.T, opts ...server.Option) (addr string, running *at
 			}
 		}
 		st.ResponseTrailer()["sent"] = fmt.Sprint(req.N)
+		fleet.SetResponseMetadata(ctx, "via", "call-info")
 		return nil
 	}))
 	// FailAfter sends N messages, then fails with PermissionDenied.
@@ -131,7 +132,7 @@ func TestServerStream(t *testing.T) {
 	if err := st.Err(); err != nil || n != 1000 {
 		t.Fatalf("received %d, err %v", n, err)
 	}
-	if tr := st.ResponseTrailer(); tr["sent"] != "1000" {
+	if tr := st.ResponseTrailer(); tr["sent"] != "1000" || tr["via"] != "call-info" {
 		t.Fatalf("trailer %v", tr)
 	}
 }
