@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/codec"
+	"github.com/fleetrpc/fleet/compress"
 	"github.com/fleetrpc/fleet/internal/flow"
 	"github.com/fleetrpc/fleet/protocol"
 )
@@ -76,7 +77,10 @@ func (c *Client) openStream(ctx context.Context, service, method string, cdID co
 	if cd == nil {
 		return nil, fleet.Errorf(fleet.InvalidArgument, "codec %d is not registered: %w", cdID, ErrNotSent)
 	}
-	h := protocol.Header{Type: protocol.TypeStreamOpen, Codec: byte(cdID)}
+	// The open frame names the client's compressor (without the
+	// compressed flag: it has no payload); the server compresses its
+	// messages with it too.
+	h := protocol.Header{Type: protocol.TypeStreamOpen, Codec: byte(cdID), Compression: byte(c.opts.comp)}
 	if dl, ok := ctx.Deadline(); ok {
 		d := time.Until(dl)
 		if d <= 0 {
@@ -241,6 +245,13 @@ func (st *clientStream) send(msg any) error {
 	if err != nil {
 		return fleet.Errorf(fleet.InvalidArgument, "encode stream message: %v", err)
 	}
+	if st.c.opts.comp != compress.None && len(buf)-p0 >= st.c.opts.compressMin {
+		if buf, err = st.c.compress(buf, start, p0); err != nil {
+			*bp = buf
+			return err
+		}
+		*bp = buf
+	}
 	if err := protocol.EndFrame(buf, start, st.c.opts.limits.MaxFrameSize); err != nil {
 		return err
 	}
@@ -288,10 +299,21 @@ func (st *clientStream) recv(msg any) error {
 		p := protocol.AppendWindowUpdate(nil, uint32(min(grant, protocol.MaxWindow)))
 		_ = st.c.w.Write(protocol.AppendControl(b[:0], protocol.TypeWindowUpdate, 0, st.id, p))
 	}
+	payload := m.Frame.Payload
 	if f := &m.Frame; f.Flags&protocol.FlagCompressed != 0 {
-		return fleet.NewError(fleet.InvalidArgument, "compressed stream messages are not supported")
+		comp := compress.Get(compress.ID(f.Compression))
+		if comp == nil {
+			return fleet.Errorf(fleet.InvalidArgument, "stream message uses unknown compression %d", f.Compression)
+		}
+		bp := protocol.GetBuffer(len(payload) * 4)
+		out, err := comp.Decompress((*bp)[:0], payload, st.c.opts.limits.MaxDecompressedSize)
+		defer func() { *bp = out; protocol.Release(bp) }()
+		if err != nil {
+			return fleet.Errorf(fleet.ResourceExhausted, "decompress stream message: %v", err)
+		}
+		payload = out
 	}
-	if err := st.codec.Unmarshal(m.Frame.Payload, msg); err != nil {
+	if err := st.codec.Unmarshal(payload, msg); err != nil {
 		return fleet.Errorf(fleet.InvalidArgument, "decode stream message: %v", err)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/codec"
+	"github.com/fleetrpc/fleet/compress"
 	"github.com/fleetrpc/fleet/internal/flow"
 	"github.com/fleetrpc/fleet/protocol"
 )
@@ -101,6 +102,7 @@ type serverStream struct {
 	id      uint64
 	codec   codec.Codec
 	codecID byte
+	comp    compress.ID // the client's compressor, named in the open frame; used for messages of compressMin bytes or more
 	ctx     context.Context
 	cancel  context.CancelFunc
 	inbox   *flow.Inbox
@@ -170,7 +172,7 @@ func (c *conn) onStreamFrame(f protocol.Frame, buf *[]byte) {
 // it cannot run.
 func (c *conn) openStream(f protocol.Frame, buf *[]byte) {
 	s := c.s
-	seq, cdID, timeout := f.Seq, f.Codec, f.Timeout
+	seq, cdID, timeout, compID := f.Seq, f.Codec, f.Timeout, compress.ID(f.Compression)
 	svc, method := string(f.Service), string(f.Method)
 	md := f.Metadata()
 	protocol.Release(buf)
@@ -188,7 +190,7 @@ func (c *conn) openStream(f protocol.Frame, buf *[]byte) {
 		refuse = fleet.Errorf(fleet.InvalidArgument, "unknown codec %d", cdID)
 	}
 	st := &serverStream{
-		c: c, id: seq, codec: cd, codecID: cdID,
+		c: c, id: seq, codec: cd, codecID: cdID, comp: compID,
 		inbox:  flow.NewInbox(int64(so.window), int64(so.maxMessage)),
 		credit: flow.NewCredit(int64(c.ext.peerWindow.Load())),
 		info:   fleet.CallInfo{Service: svc, Method: method, Metadata: md, RemoteAddr: c.remote, LocalAddr: c.local},
@@ -338,6 +340,10 @@ func (st *serverStream) send(msg any) error {
 	if err != nil {
 		return fleet.Errorf(fleet.Internal, "encode stream message: %v", err)
 	}
+	if st.comp != compress.None && len(buf)-p0 >= st.c.s.opts.compressMin {
+		buf = compressInPlace(buf, start, p0, st.comp)
+		*bp = buf
+	}
 	if err := protocol.EndFrame(buf, start, st.c.s.opts.limits.MaxFrameSize); err != nil {
 		return err
 	}
@@ -358,21 +364,8 @@ func (st *serverStream) recv(msg any) error {
 	if grant > 0 {
 		st.c.grant(st.id, grant)
 	}
-	return decodeStreamMsg(&m.Frame, msg)
-}
-
-// decodeStreamMsg unmarshals a stream message with the frame's codec.
-// Stream messages are never compressed in this revision.
-func decodeStreamMsg(f *protocol.Frame, msg any) error {
-	if f.Flags&protocol.FlagCompressed != 0 {
-		return fleet.NewError(fleet.InvalidArgument, "compressed stream messages are not supported")
-	}
-	cd := codec.Get(codec.ID(f.Codec))
-	if cd == nil {
-		return fleet.Errorf(fleet.InvalidArgument, "unknown codec %d", f.Codec)
-	}
-	if err := cd.Unmarshal(f.Payload, msg); err != nil {
-		return fleet.Errorf(fleet.InvalidArgument, "decode stream message: %v", err)
+	if err := st.c.decode(&m.Frame, msg); err != nil {
+		return err
 	}
 	return nil
 }
