@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -566,5 +567,64 @@ func TestStreamCompression(t *testing.T) {
 			t.Fatalf("end: %v", err)
 		}
 		st.Close()
+	}
+}
+
+// TestStreamTransports: a bidirectional stream over TCP, a Unix socket and
+// TLS.
+func TestStreamTransports(t *testing.T) {
+	srvTLS, cliTLS := testutil.TLSConfigs(t)
+	sock := filepath.Join(t.TempDir(), "fleet-stream.sock")
+	for _, tc := range []struct{ network, addr string }{
+		{"tcp", "127.0.0.1:0"}, {"unix", sock}, {"tls", "127.0.0.1:0"},
+	} {
+		t.Run(tc.network, func(t *testing.T) {
+			srv := server.New(server.WithTLS(srvTLS))
+			server.HandleBidiStream(srv, "S", "Double", func(ctx context.Context, st *server.BidiStream[Count, Count]) error {
+				for {
+					m, err := st.Receive()
+					if err == io.EOF {
+						return nil
+					}
+					if err != nil {
+						return err
+					}
+					if err := st.Send(&Count{2 * m.N}); err != nil {
+						return err
+					}
+				}
+			})
+			lis, err := srv.Listen(tc.network, tc.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go srv.Serve(lis)
+			defer srv.Close()
+			c, err := client.Dial(context.Background(), tc.network, lis.Addr().String(), client.WithTLS(tlsIf(tc.network == "tls", cliTLS)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			st, err := client.CallBidiStream[Count, Count](context.Background(), c, "S", "Double")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			for i := 0; i < 100; i++ {
+				if err := st.Send(&Count{i}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st.CloseRequest()
+			for i := 0; i < 100; i++ {
+				m, err := st.Receive()
+				if err != nil || m.N != 2*i {
+					t.Fatalf("message %d: %v %v", i, m, err)
+				}
+			}
+			if _, err := st.Receive(); err != io.EOF {
+				t.Fatalf("end: %v", err)
+			}
+		})
 	}
 }
