@@ -58,10 +58,54 @@ type clientStream struct {
 	trailer fleet.Metadata
 }
 
-// openStream opens a stream to service.method: it waits for the
+// StreamInterceptor wraps the opening of every stream on a Client: it sees
+// the service and method, may change ctx (metadata, deadline: the stream
+// uses the ctx it passes on), and must call open to open the stream, or
+// return an error without calling it to refuse. It sees the open, not
+// each message.
+type StreamInterceptor func(ctx context.Context, service, method string, open func(ctx context.Context) error) error
+
+// WithStreamInterceptor adds interceptors around the opening of every
+// stream; the first added is the outermost. Unary interceptors
+// (WithInterceptor) do not apply to streams. Default: none.
+func WithStreamInterceptor(ics ...StreamInterceptor) Option {
+	return optionFunc(func(o *options) { o.streamICs = append(o.streamICs, ics...) })
+}
+
+// openStream opens a stream through the stream interceptors.
+func (c *Client) openStream(ctx context.Context, service, method string, cdID codec.ID) (*clientStream, error) {
+	ics := c.opts.streamICs
+	if len(ics) == 0 {
+		return c.openStreamNow(ctx, service, method, cdID)
+	}
+	var st *clientStream
+	open := func(ctx context.Context) (err error) {
+		if st != nil {
+			return fleet.NewError(fleet.FailedPrecondition, "stream interceptor opened the stream twice")
+		}
+		st, err = c.openStreamNow(ctx, service, method, cdID)
+		return err
+	}
+	for i := len(ics) - 1; i >= 0; i-- {
+		ic, inner := ics[i], open
+		open = func(ctx context.Context) error { return ic(ctx, service, method, inner) }
+	}
+	if err := open(ctx); err != nil {
+		if st != nil {
+			st.close()
+		}
+		return nil, err
+	}
+	if st == nil {
+		return nil, fleet.NewError(fleet.Internal, "stream interceptor returned without opening the stream")
+	}
+	return st, nil
+}
+
+// openStreamNow opens a stream to service.method: it waits for the
 // server's Hello (bounded by ctx), then sends the open frame with ctx's
 // deadline and outgoing metadata.
-func (c *Client) openStream(ctx context.Context, service, method string, cdID codec.ID) (*clientStream, error) {
+func (c *Client) openStreamNow(ctx context.Context, service, method string, cdID codec.ID) (*clientStream, error) {
 	select {
 	case <-c.ext.helloDone:
 	case <-ctx.Done():

@@ -628,3 +628,30 @@ func TestStreamTransports(t *testing.T) {
 		})
 	}
 }
+
+// TestClientStreamInterceptors: a client stream interceptor adds metadata
+// the handler sees, and can refuse a stream before it is opened.
+func TestClientStreamInterceptors(t *testing.T) {
+	srv := server.New()
+	server.HandleServerStream(srv, "S", "Who", func(ctx context.Context, req *Count, st *server.ServerStream[Msg]) error {
+		return st.Send(&Msg{fleet.IncomingMetadata(ctx)["tenant"]})
+	})
+	c := dial(t, testutil.Serve(t, srv), client.WithStreamInterceptor(
+		func(ctx context.Context, service, method string, open func(context.Context) error) error {
+			if method == "Forbidden" {
+				return fleet.NewError(fleet.PermissionDenied, "not from here")
+			}
+			return open(fleet.WithOutgoingMetadata(ctx, fleet.Metadata{"tenant": "blue"}))
+		}))
+	st, err := client.CallServerStream[Count, Msg](context.Background(), c, "S", "Who", &Count{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if !st.Receive() || st.Msg().S != "blue" {
+		t.Fatalf("metadata from the interceptor: %v %v", st.Msg(), st.Err())
+	}
+	if _, err := client.CallServerStream[Count, Msg](context.Background(), c, "S", "Forbidden", &Count{}); fleet.CodeOf(err) != fleet.PermissionDenied {
+		t.Fatalf("refused stream: %v", err)
+	}
+}
