@@ -22,10 +22,11 @@ const (
 	ScenarioLatency = "latency"
 	ScenarioLogs    = "logs"
 	ScenarioCodecs  = "codecs"
+	ScenarioStreams = "streams"
 )
 
 // Scenarios lists every scenario in run order.
-var Scenarios = []string{ScenarioEcho, ScenarioMath, ScenarioLatency, ScenarioLogs, ScenarioCodecs}
+var Scenarios = []string{ScenarioEcho, ScenarioMath, ScenarioLatency, ScenarioLogs, ScenarioCodecs, ScenarioStreams}
 
 // Mode selects the sizes of a run.
 type Mode string
@@ -115,6 +116,7 @@ type Report struct {
 	Latency    []LatencyResult `json:"latency,omitempty"`
 	Logs       []LogResult     `json:"logs,omitempty"`
 	Codecs     []CodecResult   `json:"codecs,omitempty"`
+	Streams    []StreamResult  `json:"streams,omitempty"`
 	Settings   Settings        `json:"settings"`
 	Charts     []string        `json:"charts,omitempty"`
 }
@@ -181,6 +183,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			err = r.logs(ctx)
 		case ScenarioCodecs:
 			err = r.codecs(ctx)
+		case ScenarioStreams:
+			err = r.streams(ctx)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", s, err))

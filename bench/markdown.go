@@ -86,6 +86,11 @@ func (r *runner) markdown() string {
 		p("Marshal and unmarshal of the BenchmarkMessage by each of Fleet's registered codecs (`codec.Get`), and by the encodings the peers use.\n\n")
 		p("%s\n", r.codecsTable())
 	}
+	if len(rep.Streams) > 0 {
+		p("## 6. Streams\n\n")
+		p("Fleet streams (server streaming, bidirectional echo) against grpc-go streams, and Fleet unary calls while a stream saturates the same connection.\n\n")
+		p("%s\n", r.streamsTable())
+	}
 	return b.String()
 }
 

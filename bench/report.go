@@ -136,6 +136,8 @@ func (r *runner) table(scenario string) string {
 		heading, t = "Scenario 4: log shipping", r.logsTable()
 	case ScenarioCodecs:
 		heading, t = "Scenario 5: codecs", r.codecsTable()
+	case ScenarioStreams:
+		heading, t = "Scenario 6: streams", r.streamsTable()
 	}
 	if t == nil || len(t.rows) == 0 {
 		return ""

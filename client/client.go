@@ -60,6 +60,7 @@ type Client struct {
 	err     error // why the client stopped; nil while it works
 
 	done chan struct{}
+	ext  clientExt // revision 2: capabilities, go-away, streams (evolution.go)
 }
 
 // Dial connects to addr over network ("tcp", "tcp4", "tcp6", "unix",
@@ -126,6 +127,7 @@ func newClient(nc net.Conn, o options) *Client {
 	c.opts.limits = c.r.Limits().WithDefaults()
 	c.invoke = chain(o.interceptors, c.call)
 	c.invokeSend = chain(o.interceptors, c.sendOneway)
+	c.startHello()
 	go c.readLoop()
 	go c.writeLoop()
 	return c
@@ -196,6 +198,7 @@ func (c *Client) call(ctx context.Context, service, method string, args, reply a
 		case <-call.wake:
 		case <-done:
 			if c.remove(call.seq) {
+				c.sendCancel(call.seq)
 				c.recycle(call)
 				return fleet.FromContextError(ctx.Err())
 			}
@@ -260,6 +263,7 @@ func (c *Client) goCall(ctx context.Context, service, method string, args, reply
 		if _, ok := c.pending[seq]; ok {
 			call.stop = context.AfterFunc(ctx, func() {
 				if c.remove(seq) {
+					c.sendCancel(seq)
 					call.Error = fleet.FromContextError(ctx.Err())
 					call.stop = nil
 					call.complete()
@@ -458,7 +462,7 @@ func (c *Client) readLoop() {
 	for {
 		f, buf, err := c.r.ReadFrame()
 		if err != nil {
-			c.fail(err)
+			c.fail(c.withGoAwayReason(err))
 			return
 		}
 		c.received.Add(1)
@@ -480,15 +484,18 @@ func (c *Client) readLoop() {
 		case protocol.TypePing:
 			bufpool.Put(buf)
 			var b [protocol.ControlFrameSize]byte
-			out := protocol.AppendControl(b[:0], protocol.TypePong, f.Seq)
+			out := protocol.AppendControl(b[:0], protocol.TypePong, 0, f.Seq, nil)
 			_ = c.w.Write(out)
+		case protocol.TypePong:
+			c.onPong(f, buf)
 		case protocol.TypeGoAway:
+			c.onGoAway(&f)
 			bufpool.Put(buf)
 			if !c.draining.Swap(true) {
 				go c.ackGoAway()
 			}
 		default:
-			bufpool.Put(buf)
+			c.onExtension(f, buf)
 		}
 	}
 }
@@ -499,9 +506,8 @@ func (c *Client) readLoop() {
 func (c *Client) ackGoAway() {
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
-	var b [protocol.ControlFrameSize]byte
-	out := protocol.AppendControl(b[:0], protocol.TypeGoAway, 0)
-	_ = c.w.Write(out)
+	p := protocol.AppendGoAway(nil, &protocol.GoAway{Reason: protocol.GoAwayAck, LastSeq: c.seq.Load()})
+	_ = c.w.Write(protocol.AppendControl(nil, protocol.TypeGoAway, 0, 0, p))
 }
 
 // Pending returns the number of calls waiting for a response.
@@ -526,7 +532,7 @@ func (c *Client) writeLoop() {
 		}
 		outstanding = true
 		var b [protocol.ControlFrameSize]byte
-		out := protocol.AppendControl(b[:0], protocol.TypePing, last)
+		out := protocol.AppendControl(b[:0], protocol.TypePing, 0, last, nil)
 		_ = c.w.Write(out)
 	})
 	if err != nil {
@@ -555,6 +561,8 @@ func (c *Client) fail(cause error) {
 	c.w.Fail(err)
 	c.nc.Close()
 	close(c.done)
+	c.helloFinished()
+	c.failStreams(err)
 	callErr := err
 	if err == ErrClosed {
 		callErr = fleet.Errorf(fleet.Unavailable, "client closed: %w", ErrConnectionLost)

@@ -20,6 +20,13 @@
 // that never reached the wire (safe to retry anywhere) from one whose
 // connection broke after sending (ErrConnectionLost).
 //
+// Streams (CallServerStream, CallClientStream, CallBidiStream, and the
+// XCall... forms on an XClient) share the connection with calls, each
+// with its own flow-control window. A revision 2 server learns of a
+// cancelled call or stream through a cancel frame; the client learns the
+// server's revision from the Hello exchange at connection start
+// (Capabilities).
+//
 // # Owns and imports
 //
 // This package owns calling: connections to servers, request encoding,

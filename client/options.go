@@ -33,6 +33,8 @@ type Interceptor func(ctx context.Context, service, method string, args, reply a
 type options struct {
 	codec        codec.ID
 	codecSet     bool
+	streamWin    int                 // WithStreamWindow (stream.go)
+	streamICs    []StreamInterceptor // WithStreamInterceptor (stream.go)
 	comp         compress.ID
 	compressMin  int
 	limits       protocol.Limits

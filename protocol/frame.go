@@ -219,8 +219,10 @@ func Parse(body []byte, l *Limits) (Frame, error) {
 		return f, malformed("unsupported version")
 	}
 	f.Type = Type(body[3])
-	if f.Type < TypeRequest || f.Type > TypeGoAway {
-		return f, malformed("unknown message type")
+	if f.Type == 0 {
+		// Types above the known ones parse (their receivers ignore them,
+		// see Type.Known); 0 is never valid.
+		return f, malformed("message type 0")
 	}
 	f.Flags = Flags(body[4])
 	f.Codec = body[5]

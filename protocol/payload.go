@@ -13,20 +13,10 @@ const (
 	offCompression = PrefixSize + 6
 )
 
-// ControlFrameSize is the size in bytes of a control frame built by
-// AppendControl: the header and three empty varints.
+// ControlFrameSize is the size in bytes of a control frame without a
+// payload built by AppendControl (the header and three empty varints), so
+// a [ControlFrameSize]byte array on the stack holds one without allocating.
 const ControlFrameSize = HeaderSize + 3
-
-// AppendControl appends a control frame to dst: a frame of type t (one of
-// TypePing, TypePong and TypeGoAway) carrying seq, with no names, metadata
-// or payload. It is ControlFrameSize bytes long, so a
-// [ControlFrameSize]byte array on the stack holds it without allocating.
-func AppendControl(dst []byte, t Type, seq uint64) []byte {
-	h := Header{Type: t, Seq: seq}
-	out, start := BeginFrame(dst, &h, "", "", nil)
-	_ = EndFrame(out, start, 0) // a control frame is far under any limit
-	return out
-}
 
 // SetCompressed marks the encoded frame that starts at start in buf as
 // carrying a payload compressed with compressor id: it sets FlagCompressed

@@ -30,7 +30,7 @@ func TestAppendControl(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var b [protocol.ControlFrameSize]byte
-		out := protocol.AppendControl(b[:0], tt.typ, tt.seq)
+		out := protocol.AppendControl(b[:0], tt.typ, 0, tt.seq, nil)
 		if len(out) != protocol.ControlFrameSize {
 			t.Fatalf("len = %d, want %d", len(out), protocol.ControlFrameSize)
 		}
@@ -45,7 +45,7 @@ func TestAppendControl(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() {
 		var b [protocol.ControlFrameSize]byte
-		_ = protocol.AppendControl(b[:0], protocol.TypePing, 9)
+		_ = protocol.AppendControl(b[:0], protocol.TypePing, 0, 9, nil)
 	}); n != 0 {
 		t.Fatalf("AppendControl allocates %v times, want 0", n)
 	}

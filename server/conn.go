@@ -35,6 +35,7 @@ type conn struct {
 	ackOnce sync.Once
 	held    atomic.Int64  // request bytes held by running handlers
 	drained chan struct{} // signalled when held drops
+	ext     connExt       // revision 2: capabilities, cancel, streams (evolution.go)
 }
 
 // task is one request handed to a handler goroutine or worker.
@@ -109,22 +110,20 @@ func (c *conn) readLoop() {
 			if fleet.CodeOf(err) != fleet.Unknown {
 				s.opts.logger.Debug("fleet server: closing connection", "remote", c.remote, "err", err)
 			}
+			c.readFailed(err)
 			return
 		}
 		switch f.Type {
 		case protocol.TypeRequest:
 			c.dispatch(f, buf)
 		case protocol.TypePing:
-			var b [protocol.ControlFrameSize]byte
-			out := protocol.AppendControl(b[:0], protocol.TypePong, f.Seq)
-			bufpool.Put(buf)
-			_ = c.w.Write(out)
+			c.onPing(f, buf)
 		case protocol.TypeGoAway:
 			// The client's answer to our go-away: it sends nothing more.
 			bufpool.Put(buf)
 			c.ackOnce.Do(func() { close(c.acked) })
 		default:
-			bufpool.Put(buf) // pongs and stray responses
+			c.onExtension(f, buf) // revision 2 frames; pongs, stray responses and unknown types are ignored
 		}
 	}
 }
@@ -133,6 +132,7 @@ func (c *conn) readLoop() {
 // over the cap) or handed to a handler.
 func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 	s := c.s
+	c.noteSeq(f.Seq)
 	oneway := f.Flags&protocol.FlagOneway != 0
 	var refuse *fleet.Error
 	var m *methodType
@@ -230,6 +230,11 @@ func (t *task) run() {
 		var cancel context.CancelFunc
 		cctx.Context, cancel = context.WithTimeout(c.ctx, time.Duration(f.Timeout)*time.Millisecond)
 		defer cancel()
+	}
+	if !oneway && c.cancellable() {
+		lc := c.track(cctx.Context, f.Seq)
+		cctx.Context = lc
+		defer c.untrack(f.Seq, lc)
 	}
 	ctx := context.Context(cctx)
 	seq, cdID := f.Seq, f.Codec
@@ -399,9 +404,7 @@ func (c *conn) respond(seq uint64, cdID byte, compID compress.ID, reply any, err
 
 // goAway tells the client to send no new calls on this connection.
 func (c *conn) goAway() {
-	var b [protocol.ControlFrameSize]byte
-	out := protocol.AppendControl(b[:0], protocol.TypeGoAway, 0)
-	_ = c.w.Write(out)
+	_ = c.w.Write(c.goAwayFrame(protocol.GoAwayShutdown, "server shutting down"))
 }
 
 // close ends the connection once: with flush, queued responses are

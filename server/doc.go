@@ -39,6 +39,13 @@
 // Hooks (WithPlugin), interceptors (WithInterceptor) and an auth function
 // (WithAuth) extend it. All Server methods are safe for concurrent use.
 //
+// Streams share connections with calls: HandleServerStream,
+// HandleClientStream and HandleBidiStream register typed handlers,
+// RegisterStreams does it by reflection, and WithStreamInterceptor wraps
+// them. Each stream has its own flow-control window, so a slow client
+// holds back only its own stream. A client's cancel frame ends the
+// context of the call or stream it names (see docs/streams.md).
+//
 // # Owns and imports
 //
 // This package owns serving: listeners and connections, dispatch, the

@@ -42,6 +42,7 @@ type Interceptor func(ctx context.Context, info *fleet.CallInfo, args, reply any
 type options struct {
 	limits       protocol.Limits
 	maxPerConn   int
+	stream       streamOptions
 	maxHeldBytes int64
 	workers      int
 	readBuf      int

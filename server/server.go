@@ -26,9 +26,11 @@ type Server struct {
 	chain Handler // the interceptors around runHandler, built by New; nil without interceptors
 
 	services atomic.Pointer[map[string]*service] // copy-on-write
-	regMu    sync.Mutex
-	health   health
-	pubs     publications // what Publish registered, for fleet.Admin
+	// streamHandlers maps "service\x00method" to *streamHandler (stream.go).
+	streamHandlers sync.Map
+	regMu          sync.Mutex
+	health         health
+	pubs           publications // what Publish registered, for fleet.Admin
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}

@@ -24,7 +24,7 @@ func init() {
 		repeat   int
 	)
 	cmd := &cobra.Command{
-		Use:   "bench [echo|math|latency|logs|codecs|all]...",
+		Use:   "bench [echo|math|latency|logs|codecs|streams|all]...",
 		Short: "Compare Fleet with rpcx, gRPC-go, Thrift, net/rpc and a raw TCP ceiling",
 		Long: `bench measures Fleet and its peers (rpcx, gRPC-go, Thrift, net/rpc, JSON-RPC,
 raw TCP and gob-stream ceilings) in the same run on this machine, with the same
@@ -39,6 +39,9 @@ scenario:
            Little's law gives (callers / sleep)
   logs     log entries/s shipped in batches: acknowledged, oneway, oneway+zstd
   codecs   ns to marshal and unmarshal the BenchmarkMessage with every codec
+  streams  messages/s of a server stream and a bidirectional echo stream of the
+           BenchmarkMessage (Fleet and gRPC-go), and Fleet unary calls while a
+           stream saturates the same connection
 
 --repeat N runs the echo scenario N rounds (peers interleaved) and reports
 the median round and the spread (max - min) / median of each figure.

@@ -1,0 +1,571 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleetrpc/fleet"
+	"github.com/fleetrpc/fleet/codec"
+	"github.com/fleetrpc/fleet/compress"
+	"github.com/fleetrpc/fleet/internal/bufpool"
+	"github.com/fleetrpc/fleet/internal/flow"
+	"github.com/fleetrpc/fleet/protocol"
+)
+
+// DefaultStreamWindow is the flow-control window a client grants each
+// stream by default, in bytes of message payload.
+const DefaultStreamWindow = 256 << 10
+
+// WithStreamWindow sets the flow-control window the client grants each
+// stream: how many bytes of messages the server may send on a stream
+// before the caller receives them. A consumer that stops receiving holds
+// back that stream's producer and nothing else. Default 256 KiB; at most
+// 2^31-1.
+func WithStreamWindow(n int) Option {
+	return optionFunc(func(o *options) { o.streamWin = n })
+}
+
+func (o *options) streamWindow() int {
+	if o.streamWin <= 0 {
+		return DefaultStreamWindow
+	}
+	return min(o.streamWin, protocol.MaxWindow)
+}
+
+// ErrStreamsUnsupported is wrapped by the error of a stream opened to a
+// server that does not announce streams (a revision 1 server); the stream
+// was not opened. Its code is Unimplemented.
+var ErrStreamsUnsupported = errors.New("server does not support streams")
+
+// clientStream is the untyped client side of one stream.
+type clientStream struct {
+	c       *Client
+	id      uint64
+	codec   codec.Codec
+	codecID byte
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	stop    func() bool
+	inbox   *flow.Inbox
+	credit  *flow.Credit
+	ended   atomic.Bool // the server's end arrived
+	sendMu  sync.Mutex
+	closed  bool // half-closed by us; guarded by sendMu
+	trailer fleet.Metadata
+}
+
+// StreamInterceptor wraps the opening of every stream on a Client: it sees
+// the service and method, may change ctx (metadata, deadline: the stream
+// uses the ctx it passes on), and must call open to open the stream, or
+// return an error without calling it to refuse. It sees the open, not
+// each message.
+type StreamInterceptor func(ctx context.Context, service, method string, open func(ctx context.Context) error) error
+
+// WithStreamInterceptor adds interceptors around the opening of every
+// stream; the first added is the outermost. Unary interceptors
+// (WithInterceptor) do not apply to streams. Default: none.
+func WithStreamInterceptor(ics ...StreamInterceptor) Option {
+	return optionFunc(func(o *options) { o.streamICs = append(o.streamICs, ics...) })
+}
+
+// openStream opens a stream through the stream interceptors.
+func (c *Client) openStream(ctx context.Context, service, method string, cdID codec.ID) (*clientStream, error) {
+	ics := c.opts.streamICs
+	if len(ics) == 0 {
+		return c.openStreamNow(ctx, service, method, cdID)
+	}
+	var st *clientStream
+	open := func(ctx context.Context) (err error) {
+		if st != nil {
+			return fleet.NewError(fleet.FailedPrecondition, "stream interceptor opened the stream twice")
+		}
+		st, err = c.openStreamNow(ctx, service, method, cdID)
+		return err
+	}
+	for i := len(ics) - 1; i >= 0; i-- {
+		ic, inner := ics[i], open
+		open = func(ctx context.Context) error { return ic(ctx, service, method, inner) }
+	}
+	if err := open(ctx); err != nil {
+		if st != nil {
+			st.close()
+		}
+		return nil, err
+	}
+	if st == nil {
+		return nil, fleet.NewError(fleet.Internal, "stream interceptor returned without opening the stream")
+	}
+	return st, nil
+}
+
+// openStreamNow opens a stream to service.method: it waits for the
+// server's Hello (bounded by ctx), then sends the open frame with ctx's
+// deadline and outgoing metadata.
+func (c *Client) openStreamNow(ctx context.Context, service, method string, cdID codec.ID) (*clientStream, error) {
+	select {
+	case <-c.ext.helloDone:
+	case <-ctx.Done():
+		return nil, notSent(fleet.FromContextError(ctx.Err()))
+	}
+	if c.ext.caps.Load()&protocol.CapStreams == 0 {
+		if err := c.Err(); err != nil {
+			return nil, notSent(err)
+		}
+		return nil, fleet.WrapError(fleet.Unimplemented, fmt.Errorf("open stream %s.%s: %w: %w", service, method, ErrStreamsUnsupported, ErrNotSent))
+	}
+	cd := codec.Get(cdID)
+	if cd == nil {
+		return nil, fleet.Errorf(fleet.InvalidArgument, "codec %d is not registered: %w", cdID, ErrNotSent)
+	}
+	// The open frame names the client's compressor (without the
+	// compressed flag: it has no payload); the server compresses its
+	// messages with it too.
+	h := protocol.Header{Type: protocol.TypeStreamOpen, Codec: byte(cdID), Compression: byte(c.opts.comp)}
+	if dl, ok := ctx.Deadline(); ok {
+		d := time.Until(dl)
+		if d <= 0 {
+			return nil, fleet.Errorf(fleet.DeadlineExceeded, "deadline passed before the stream was opened: %w", ErrNotSent)
+		}
+		h.Timeout = uint32(min((d+time.Millisecond-1)/time.Millisecond, 1<<32-1))
+	}
+	md := fleet.OutgoingMetadata(ctx)
+	if c.opts.authToken != "" {
+		if _, ok := md[fleet.AuthKey]; !ok {
+			md = md.Clone()
+			if md == nil {
+				md = fleet.Metadata{}
+			}
+			md[fleet.AuthKey] = c.opts.authToken
+		}
+	}
+	win := c.ext.hello.Setting(protocol.SettingStreamWindow, DefaultStreamWindow, protocol.MaxWindow)
+	st := &clientStream{
+		c: c, codec: cd, codecID: byte(cdID),
+		inbox:  flow.NewInbox(int64(c.opts.streamWindow()), int64(c.opts.limits.MaxFrameSize)),
+		credit: flow.NewCredit(int64(win)),
+	}
+	st.ctx, st.cancel = context.WithCancelCause(ctx)
+
+	c.sendMu.RLock()
+	defer c.sendMu.RUnlock()
+	if c.draining.Load() {
+		st.cancel(nil)
+		return nil, notSent(ErrGoingAway)
+	}
+	st.id = c.seq.Add(1)
+	h.Seq = st.id
+	frame, err := protocol.AppendFrame(nil, &h, service, method, md, nil, c.opts.limits.MaxFrameSize)
+	if err != nil {
+		st.cancel(nil)
+		return nil, fleet.Errorf(fleet.ResourceExhausted, "stream open: %v: %w", err, ErrNotSent)
+	}
+	c.mu.Lock()
+	if c.err != nil {
+		err = c.err
+	}
+	c.mu.Unlock()
+	if err != nil {
+		st.cancel(nil)
+		return nil, notSent(err)
+	}
+	c.ext.mu.Lock()
+	if c.ext.streams == nil {
+		c.ext.streams = make(map[uint64]*clientStream)
+	}
+	c.ext.streams[st.id] = st
+	c.ext.mu.Unlock()
+	if err := c.w.Write(frame); err != nil {
+		st.forget()
+		st.cancel(nil)
+		return nil, notSent(err)
+	}
+	st.stop = context.AfterFunc(st.ctx, st.onDone)
+	return st, nil
+}
+
+// forget takes the stream off the client's table.
+func (st *clientStream) forget() {
+	st.c.ext.mu.Lock()
+	delete(st.c.ext.streams, st.id)
+	st.c.ext.mu.Unlock()
+}
+
+// onDone runs when the stream's context ends: cancelled or past its
+// deadline by the caller, closed, or the connection failed. A stream the
+// server has not ended yet is cancelled on the server too.
+func (st *clientStream) onDone() {
+	st.forget()
+	err := st.cause()
+	if !st.ended.Load() {
+		st.c.sendCancel(st.id)
+	}
+	st.inbox.Abort(err)
+}
+
+// cause is the error of an operation stopped by the stream's context.
+func (st *clientStream) cause() error {
+	err := context.Cause(st.ctx)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fleet.FromContextError(err)
+	}
+	return err
+}
+
+// onStreamFrame handles stream data, end and window update frames from
+// the server. Frames for a stream the client no longer knows are ignored.
+func (c *Client) onStreamFrame(f protocol.Frame, buf *[]byte) {
+	c.ext.mu.Lock()
+	st := c.ext.streams[f.Seq]
+	c.ext.mu.Unlock()
+	if st == nil {
+		bufpool.Put(buf)
+		return
+	}
+	switch f.Type {
+	case protocol.TypeStreamData:
+		if err := st.inbox.Push(flow.Msg{Frame: f, Buf: buf}); err != nil {
+			bufpool.Put(buf)
+			st.cancel(err) // sends a cancel to the server
+		}
+	case protocol.TypeStreamEnd:
+		st.ended.Store(true)
+		st.forget()
+		if f.MetadataLen() > 0 {
+			st.trailer = f.Metadata() // published to the reader by the inbox's lock
+		}
+		var end error = io.EOF
+		if f.Status != 0 {
+			end = fleet.NewError(fleet.Code(f.Status), string(f.Payload))
+		}
+		bufpool.Put(buf)
+		st.inbox.Close(end)
+	case protocol.TypeWindowUpdate:
+		inc, err := protocol.ParseWindowUpdate(f.Payload)
+		bufpool.Put(buf)
+		if err != nil {
+			st.cancel(err)
+			return
+		}
+		st.credit.Add(int64(inc))
+	default:
+		bufpool.Put(buf)
+	}
+}
+
+// failStreams ends every open stream with err (the connection failed).
+func (c *Client) failStreams(err error) {
+	c.ext.mu.Lock()
+	streams := make([]*clientStream, 0, len(c.ext.streams))
+	for _, st := range c.ext.streams {
+		streams = append(streams, st)
+	}
+	c.ext.mu.Unlock()
+	for _, st := range streams {
+		st.cancel(err)
+	}
+}
+
+// send encodes msg and writes it once the server's window allows.
+func (st *clientStream) send(msg any) error {
+	st.sendMu.Lock()
+	defer st.sendMu.Unlock()
+	if st.closed {
+		return fleet.NewError(fleet.FailedPrecondition, "send on a half-closed stream")
+	}
+	if st.ctx.Err() != nil || st.ended.Load() {
+		return st.endErr()
+	}
+	bp := bufpool.Get(1024)
+	defer bufpool.Put(bp)
+	h := protocol.Header{Type: protocol.TypeStreamData, Codec: st.codecID, Seq: st.id}
+	buf, start := protocol.BeginFrame((*bp)[:0], &h, "", "", nil)
+	p0 := len(buf)
+	buf, err := codec.MarshalAppend(st.codec, buf, msg)
+	*bp = buf
+	if err != nil {
+		return fleet.Errorf(fleet.InvalidArgument, "encode stream message: %v", err)
+	}
+	if st.c.opts.comp != compress.None && len(buf)-p0 >= st.c.opts.compressMin {
+		if buf, err = protocol.CompressPayload(buf, start, p0, st.c.opts.comp); err != nil {
+			*bp = buf
+			return err
+		}
+		*bp = buf
+	}
+	if err := protocol.EndFrame(buf, start, st.c.opts.limits.MaxFrameSize); err != nil {
+		return err
+	}
+	if !st.credit.Acquire(int64(len(buf)-p0), st.ctx.Done()) {
+		return st.cause()
+	}
+	return st.c.w.Write(buf)
+}
+
+// endErr is the error of a send after the stream ended.
+func (st *clientStream) endErr() error {
+	if st.ctx.Err() != nil {
+		return st.cause()
+	}
+	return fleet.NewError(fleet.FailedPrecondition, "stream already ended; Receive returns its status")
+}
+
+// closeSend half-closes the stream: the server's Receive sees io.EOF.
+func (st *clientStream) closeSend() error {
+	st.sendMu.Lock()
+	defer st.sendMu.Unlock()
+	if st.closed {
+		return nil
+	}
+	st.closed = true
+	if st.ctx.Err() != nil || st.ended.Load() {
+		return nil
+	}
+	var b [protocol.HeaderSize + 3]byte
+	return st.c.w.Write(protocol.AppendControl(b[:0], protocol.TypeStreamData, protocol.FlagEndStream, st.id, nil))
+}
+
+// recv decodes the next message into msg. At the stream's end it returns
+// io.EOF (status OK) or the status as a *fleet.Error, and releases the
+// stream's resources.
+func (st *clientStream) recv(msg any) error {
+	m, grant, err := st.inbox.Next(st.ctx.Done(), st.cause)
+	if err != nil {
+		st.finish()
+		return err
+	}
+	defer bufpool.Put(m.Buf)
+	if grant > 0 && !st.ended.Load() {
+		var b [protocol.HeaderSize + 3 + 4]byte
+		p := protocol.AppendWindowUpdate(nil, uint32(min(grant, protocol.MaxWindow)))
+		_ = st.c.w.Write(protocol.AppendControl(b[:0], protocol.TypeWindowUpdate, 0, st.id, p))
+	}
+	payload := m.Frame.Payload
+	if f := &m.Frame; f.Flags&protocol.FlagCompressed != 0 {
+		comp := compress.Get(compress.ID(f.Compression))
+		if comp == nil {
+			return fleet.Errorf(fleet.InvalidArgument, "stream message uses unknown compression %d", f.Compression)
+		}
+		bp := bufpool.Get(len(payload) * 4)
+		out, err := comp.Decompress((*bp)[:0], payload, st.c.opts.limits.MaxDecompressedSize)
+		defer func() { *bp = out; bufpool.Put(bp) }()
+		if err != nil {
+			return fleet.Errorf(fleet.ResourceExhausted, "decompress stream message: %v", err)
+		}
+		payload = out
+	}
+	if err := st.codec.Unmarshal(payload, msg); err != nil {
+		return fleet.Errorf(fleet.InvalidArgument, "decode stream message: %v", err)
+	}
+	return nil
+}
+
+// finish releases the stream once its end was received: its context is
+// cancelled (no cancel frame goes out for an ended stream).
+func (st *clientStream) finish() { st.cancel(nil) }
+
+// close abandons the stream: a stream the server has not ended is
+// cancelled on the server.
+func (st *clientStream) close() {
+	st.cancel(fleet.NewError(fleet.Canceled, "stream closed by the caller"))
+}
+
+// codecFor picks the codec of a stream's messages: the client's WithCodec,
+// or the one codec.For chooses for v.
+func (c *Client) codecFor(v any) codec.ID {
+	if c.opts.codecSet {
+		return c.opts.codec
+	}
+	return codec.For(v)
+}
+
+// ServerStreamForClient is the caller's side of a server-streaming call:
+// it receives Res messages until the server ends the stream. Not safe for
+// concurrent use.
+type ServerStreamForClient[Res any] struct {
+	st  *clientStream
+	msg *Res
+	err error
+}
+
+// CallServerStream opens the server-streaming method service.method on c
+// and sends req. ctx bounds the whole stream: its deadline goes to the
+// server, and its end cancels the stream on both sides. The stream waits
+// for the server's Hello (one round trip after Dial); against a server
+// without streams it fails with Unimplemented wrapping
+// ErrStreamsUnsupported. Call Close when done with the stream.
+func CallServerStream[Req, Res any](ctx context.Context, c *Client, service, method string, req *Req) (*ServerStreamForClient[Res], error) {
+	st, err := c.openStream(ctx, service, method, c.codecFor(req))
+	if err != nil {
+		return nil, err
+	}
+	s := &ServerStreamForClient[Res]{st: st}
+	err = st.send(req)
+	if err == nil {
+		err = st.closeSend()
+	}
+	if err != nil && !st.ended.Load() {
+		st.close()
+		return nil, err
+	}
+	// A stream the server already ended (refused, say): Receive returns
+	// its status.
+	return s, nil
+}
+
+// Receive waits for the next message and reports whether there is one.
+// After false, Err returns the stream's outcome: nil when the server ended
+// it with OK, else its *fleet.Error.
+func (s *ServerStreamForClient[Res]) Receive() bool {
+	if s.err != nil {
+		return false
+	}
+	m := new(Res)
+	if err := s.st.recv(m); err != nil {
+		s.err = err
+		return false
+	}
+	s.msg = m
+	return true
+}
+
+// Msg returns the message of the last successful Receive.
+func (s *ServerStreamForClient[Res]) Msg() *Res { return s.msg }
+
+// Err returns why Receive returned false: nil for a stream the server
+// ended with OK.
+func (s *ServerStreamForClient[Res]) Err() error {
+	if s.err == io.EOF {
+		return nil
+	}
+	return s.err
+}
+
+// ResponseTrailer returns the trailing metadata of the server's end, once
+// Receive returned false (nil before).
+func (s *ServerStreamForClient[Res]) ResponseTrailer() fleet.Metadata {
+	return s.st.trailerAfter(s.err)
+}
+
+// Buffered returns the bytes of messages received and not yet consumed;
+// flow control keeps it at most the stream window (or one message larger
+// than the window).
+func (s *ServerStreamForClient[Res]) Buffered() int64 { return s.st.inbox.Held() }
+
+// Close abandons the stream (cancelling it on the server if it is still
+// running) and releases it. It returns nil; calling it again is harmless.
+func (s *ServerStreamForClient[Res]) Close() error { s.st.close(); return nil }
+
+func (st *clientStream) trailerAfter(err error) fleet.Metadata {
+	if err == nil || !st.ended.Load() {
+		return nil
+	}
+	return st.trailer
+}
+
+// ClientStreamForClient is the caller's side of a client-streaming call:
+// it sends Req messages, then CloseAndReceive half-closes and waits for
+// the one Res. Not safe for concurrent use.
+type ClientStreamForClient[Req, Res any] struct {
+	st  *clientStream
+	err error
+}
+
+// CallClientStream opens the client-streaming method service.method on
+// c. ctx behaves as for CallServerStream. The codec is chosen for a Req.
+func CallClientStream[Req, Res any](ctx context.Context, c *Client, service, method string) (*ClientStreamForClient[Req, Res], error) {
+	st, err := c.openStream(ctx, service, method, c.codecFor(new(Req)))
+	if err != nil {
+		return nil, err
+	}
+	return &ClientStreamForClient[Req, Res]{st: st}, nil
+}
+
+// Send sends one message, waiting while the server's window is exhausted.
+// After the stream ended it returns an error; CloseAndReceive then gives
+// the server's status.
+func (s *ClientStreamForClient[Req, Res]) Send(msg *Req) error { return s.st.send(msg) }
+
+// CloseAndReceive half-closes the stream and waits for the server's
+// response and end. It returns the response, or the stream's error.
+func (s *ClientStreamForClient[Req, Res]) CloseAndReceive() (*Res, error) {
+	defer s.st.close()
+	if err := s.st.closeSend(); err != nil {
+		return nil, err
+	}
+	res := new(Res)
+	if err := s.st.recv(res); err != nil {
+		if err == io.EOF {
+			err = fleet.NewError(fleet.Internal, "client stream ended without a response")
+		}
+		return nil, err
+	}
+	if err := s.st.recv(new(Res)); err != io.EOF {
+		if err == nil {
+			err = fleet.NewError(fleet.Internal, "client stream answered with more than one response")
+		}
+		return nil, err
+	}
+	s.err = io.EOF
+	return res, nil
+}
+
+// ResponseTrailer returns the trailing metadata of the server's end, once
+// CloseAndReceive returned.
+func (s *ClientStreamForClient[Req, Res]) ResponseTrailer() fleet.Metadata {
+	return s.st.trailerAfter(io.EOF)
+}
+
+// BidiStreamForClient is the caller's side of a bidirectional call. Send
+// and CloseRequest may run on one goroutine while Receive runs on
+// another.
+type BidiStreamForClient[Req, Res any] struct {
+	st   *clientStream
+	done atomic.Bool
+}
+
+// CallBidiStream opens the bidirectional method service.method on c. ctx
+// behaves as for CallServerStream. Call Close (or Receive until it
+// fails) when done.
+func CallBidiStream[Req, Res any](ctx context.Context, c *Client, service, method string) (*BidiStreamForClient[Req, Res], error) {
+	st, err := c.openStream(ctx, service, method, c.codecFor(new(Req)))
+	if err != nil {
+		return nil, err
+	}
+	return &BidiStreamForClient[Req, Res]{st: st}, nil
+}
+
+// Send sends one message, waiting while the server's window is exhausted.
+func (s *BidiStreamForClient[Req, Res]) Send(msg *Req) error { return s.st.send(msg) }
+
+// CloseRequest half-closes the sending side: the handler's Receive
+// returns io.EOF. Receiving goes on.
+func (s *BidiStreamForClient[Req, Res]) CloseRequest() error { return s.st.closeSend() }
+
+// Receive returns the next message; at the end, io.EOF when the server
+// ended the stream with OK, else its *fleet.Error.
+func (s *BidiStreamForClient[Req, Res]) Receive() (*Res, error) {
+	m := new(Res)
+	if err := s.st.recv(m); err != nil {
+		s.done.Store(true)
+		return nil, err
+	}
+	return m, nil
+}
+
+// ResponseTrailer returns the trailing metadata of the server's end, once
+// Receive returned an error.
+func (s *BidiStreamForClient[Req, Res]) ResponseTrailer() fleet.Metadata {
+	if !s.done.Load() {
+		return nil
+	}
+	return s.st.trailerAfter(io.EOF)
+}
+
+// Close abandons the stream, cancelling it on the server if it is still
+// running. It returns nil.
+func (s *BidiStreamForClient[Req, Res]) Close() error { s.st.close(); return nil }

@@ -1,0 +1,198 @@
+package flow
+
+import (
+	"io"
+	"sync"
+
+	"github.com/fleetrpc/fleet"
+	"github.com/fleetrpc/fleet/internal/bufpool"
+	"github.com/fleetrpc/fleet/protocol"
+)
+
+// Credit is a sender's credit on one stream, in bytes. Safe for
+// concurrent use.
+type Credit struct {
+	mu    sync.Mutex
+	avail int64
+	full  int64 // the initial window: with this much credit nothing is outstanding
+	wake  chan struct{}
+}
+
+// NewCredit returns a credit of window bytes (at least 1).
+func NewCredit(window int64) *Credit {
+	window = max(window, 1)
+	return &Credit{avail: window, full: window, wake: make(chan struct{}, 1)}
+}
+
+// Acquire waits until n bytes may be sent and takes them: when the credit
+// covers n, or when nothing is outstanding (then n may exceed the window).
+// It returns false, taking nothing, once done is closed.
+func (c *Credit) Acquire(n int64, done <-chan struct{}) bool {
+	for {
+		c.mu.Lock()
+		if c.avail >= n || c.avail >= c.full {
+			c.avail -= n
+			c.mu.Unlock()
+			return true
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.wake:
+		case <-done:
+			return false
+		}
+	}
+}
+
+// Add returns n bytes of credit (a window update from the receiver) and
+// wakes a waiting sender. The credit is capped at protocol.MaxWindow.
+func (c *Credit) Add(n int64) {
+	c.mu.Lock()
+	c.avail = min(c.avail+n, protocol.MaxWindow)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Available returns the current credit in bytes (negative after a message
+// larger than the window).
+func (c *Credit) Available() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.avail
+}
+
+// Msg is one received message: its frame and the pooled buffer holding
+// it. Release the buffer with protocol.Release when done.
+type Msg struct {
+	Frame protocol.Frame
+	Buf   *[]byte
+}
+
+// Inbox queues the messages received on one stream until the consumer
+// takes them. Push never blocks (the connection's read loop calls it);
+// what it holds is bounded by the window the receiver granted, and a
+// sender that overruns it gets an error. Safe for concurrent use.
+type Inbox struct {
+	mu          sync.Mutex
+	q           []Msg
+	head        int
+	wake        chan struct{}
+	end         error // io.EOF after the peer's half-close, or why the stream failed
+	window      int64
+	maxMsg      int64
+	outstanding int64 // bytes received and not yet granted back
+	consumed    int64 // bytes consumed since the last grant
+	held        int64 // bytes of payload queued
+}
+
+// NewInbox returns an inbox granting window bytes and accepting messages
+// of at most maxMsg bytes.
+func NewInbox(window, maxMsg int64) *Inbox {
+	return &Inbox{window: max(window, 1), maxMsg: maxMsg, wake: make(chan struct{}, 1)}
+}
+
+// Push queues a message. It fails with ResourceExhausted, queueing
+// nothing (the caller releases the buffer and resets the stream), when
+// the message is over the size limit or the sender overran the window,
+// and with FailedPrecondition after the stream ended or half-closed.
+func (in *Inbox) Push(m Msg) error {
+	n := int64(len(m.Frame.Payload))
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.end != nil {
+		return fleet.NewError(fleet.FailedPrecondition, "stream message after the stream ended")
+	}
+	if n > in.maxMsg {
+		return fleet.Errorf(fleet.ResourceExhausted, "stream message of %d bytes exceeds limit %d", n, in.maxMsg)
+	}
+	if in.outstanding > 0 && in.outstanding+n > in.window {
+		return fleet.Errorf(fleet.ResourceExhausted, "stream flow-control window of %d bytes overrun", in.window)
+	}
+	in.outstanding += n
+	in.held += n
+	in.q = append(in.q, m)
+	in.signal()
+	return nil
+}
+
+func (in *Inbox) signal() {
+	select {
+	case in.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close ends the inbox: err is io.EOF for the peer's half-close or the
+// stream's failure. Queued messages are still delivered, then err. Only
+// the first Close counts.
+func (in *Inbox) Close(err error) {
+	in.mu.Lock()
+	if in.end == nil {
+		in.end = err
+	}
+	in.mu.Unlock()
+	in.signal()
+}
+
+// Abort ends the inbox with err and drops queued messages.
+func (in *Inbox) Abort(err error) {
+	in.mu.Lock()
+	if in.end == nil || in.end == io.EOF {
+		in.end = err
+	}
+	q := in.q[in.head:]
+	in.q, in.head, in.held = nil, 0, 0
+	in.mu.Unlock()
+	for _, m := range q {
+		bufpool.Put(m.Buf)
+	}
+	in.signal()
+}
+
+// Next waits for the next message. grant, when positive, is the credit
+// the caller must send back to the peer in a window update (granted once
+// half the window was consumed). err is the inbox's end (io.EOF or the
+// failure) once it is empty, or abort's error when abort is closed first.
+func (in *Inbox) Next(abort <-chan struct{}, abortErr func() error) (m Msg, grant int64, err error) {
+	for {
+		in.mu.Lock()
+		if in.head < len(in.q) {
+			m = in.q[in.head]
+			in.q[in.head] = Msg{}
+			in.head++
+			if in.head == len(in.q) {
+				in.q, in.head = in.q[:0], 0
+			}
+			n := int64(len(m.Frame.Payload))
+			in.held -= n
+			in.consumed += n
+			if in.consumed >= in.window/2 {
+				grant = in.consumed
+				in.outstanding -= grant
+				in.consumed = 0
+			}
+			in.mu.Unlock()
+			return m, grant, nil
+		}
+		end := in.end
+		in.mu.Unlock()
+		if end != nil {
+			return Msg{}, 0, end
+		}
+		select {
+		case <-in.wake:
+		case <-abort:
+			return Msg{}, 0, abortErr()
+		}
+	}
+}
+
+// Held returns the bytes of message payload queued and not yet consumed.
+func (in *Inbox) Held() int64 {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.held
+}

@@ -1,0 +1,530 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleetrpc/fleet"
+	"github.com/fleetrpc/fleet/codec"
+	"github.com/fleetrpc/fleet/compress"
+	"github.com/fleetrpc/fleet/internal/bufpool"
+	"github.com/fleetrpc/fleet/internal/ctxkey"
+	"github.com/fleetrpc/fleet/internal/flow"
+	"github.com/fleetrpc/fleet/protocol"
+)
+
+// streamOptions are the server's stream limits; zero fields take their
+// defaults.
+type streamOptions struct {
+	window, maxStreams, maxMessage int
+	interceptors                   []StreamInterceptor
+}
+
+// StreamInterceptor wraps every stream handler: it sees the stream's
+// service, method and metadata in info, may change ctx, and must call
+// next to run the handler (or return an error without calling it to
+// refuse the stream). The error it returns ends the stream, with its
+// code. It sees the stream's open and end, not each message.
+type StreamInterceptor func(ctx context.Context, info *fleet.CallInfo, next func(ctx context.Context) error) error
+
+// WithStreamInterceptor adds interceptors around every stream handler;
+// the first added is the outermost. Default: none.
+func WithStreamInterceptor(ics ...StreamInterceptor) Option {
+	return optionFunc(func(o *options) { o.stream.interceptors = append(o.stream.interceptors, ics...) })
+}
+
+// Defaults of the stream options.
+const (
+	DefaultStreamWindow      = 256 << 10
+	DefaultMaxStreamsPerConn = 100
+	DefaultMaxStreamMessage  = 4 << 20
+)
+
+func (o streamOptions) withDefaults() streamOptions {
+	if o.window <= 0 {
+		o.window = DefaultStreamWindow
+	}
+	o.window = min(o.window, protocol.MaxWindow)
+	if o.maxStreams <= 0 {
+		o.maxStreams = DefaultMaxStreamsPerConn
+	}
+	if o.maxMessage <= 0 {
+		o.maxMessage = DefaultMaxStreamMessage
+	}
+	return o
+}
+
+// WithStreamWindow sets the flow-control window the server grants each
+// stream, in bytes of message payload: how much a client may send on a
+// stream before the handler consumes it. Default 256 KiB; at most 2^31-1.
+func WithStreamWindow(n int) Option {
+	return optionFunc(func(o *options) { o.stream.window = n })
+}
+
+// WithMaxStreamsPerConn caps the streams open at once on one connection;
+// an open over the cap ends at once with ResourceExhausted. Default 100.
+func WithMaxStreamsPerConn(n int) Option {
+	return optionFunc(func(o *options) { o.stream.maxStreams = n })
+}
+
+// WithMaxStreamMessage caps the size of one message a client sends on a
+// stream, in bytes; a larger one ends the stream with ResourceExhausted.
+// Default 4 MiB (frames are also bounded by WithLimits).
+func WithMaxStreamMessage(n int) Option {
+	return optionFunc(func(o *options) { o.stream.maxMessage = n })
+}
+
+// streamHandler is a registered streaming method: run is the typed
+// handler behind an untyped stream.
+type streamHandler struct {
+	run func(ctx context.Context, st *serverStream) error
+}
+
+func streamKey(service, method string) string { return service + "\x00" + method }
+
+// handleStream registers a streaming method.
+func (s *Server) handleStream(service, method string, h *streamHandler) error {
+	if service == "" || method == "" {
+		return errors.New("server: empty service or method name")
+	}
+	if _, dup := s.streamHandlers.LoadOrStore(streamKey(service, method), h); dup {
+		return fmt.Errorf("server: stream %s.%s already registered", service, method)
+	}
+	return nil
+}
+
+// serverStream is the untyped server side of one stream.
+type serverStream struct {
+	c       *conn
+	id      uint64
+	codec   codec.Codec
+	codecID byte
+	comp    compress.ID // the client's compressor, named in the open frame; used for messages of compressMin bytes or more
+	ctx     context.Context
+	cancel  context.CancelFunc
+	inbox   *flow.Inbox
+	credit  *flow.Credit
+	info    fleet.CallInfo
+	trailer fleet.Metadata
+
+	failed    atomic.Pointer[error] // why the stream was reset by the server (bad input)
+	peerReset atomic.Bool           // the client cancelled: send no end
+}
+
+// streamCtx is a stream handler's context: its parent plus the stream's
+// call info.
+type streamCtx struct {
+	context.Context
+	info *fleet.CallInfo
+}
+
+// Value gives handlers the stream's info through fleet.CallInfoFrom.
+func (c *streamCtx) Value(key any) any {
+	if key == (ctxkey.CallInfo{}) {
+		return c.info
+	}
+	return c.Context.Value(key)
+}
+
+// onStreamFrame handles stream open, data and window update frames.
+// Frames for a stream the server does not know (already ended, reset) are
+// ignored: they may have crossed the stream's end on the wire.
+func (c *conn) onStreamFrame(f protocol.Frame, buf *[]byte) {
+	if f.Type == protocol.TypeStreamOpen {
+		c.openStream(f, buf)
+		return
+	}
+	c.ext.mu.Lock()
+	st := c.ext.streams[f.Seq]
+	c.ext.mu.Unlock()
+	if st == nil {
+		bufpool.Put(buf)
+		return
+	}
+	switch f.Type {
+	case protocol.TypeStreamData:
+		if f.Flags&protocol.FlagEndStream != 0 {
+			bufpool.Put(buf)
+			st.inbox.Close(io.EOF)
+			return
+		}
+		if err := st.inbox.Push(flow.Msg{Frame: f, Buf: buf}); err != nil {
+			bufpool.Put(buf)
+			st.fail(err)
+		}
+	case protocol.TypeWindowUpdate:
+		inc, err := protocol.ParseWindowUpdate(f.Payload)
+		bufpool.Put(buf)
+		if err != nil {
+			st.fail(err)
+			return
+		}
+		st.credit.Add(int64(inc))
+	default:
+		bufpool.Put(buf)
+	}
+}
+
+// openStream starts a stream's handler, or ends the stream at once when
+// it cannot run.
+func (c *conn) openStream(f protocol.Frame, buf *[]byte) {
+	s := c.s
+	seq, cdID, timeout, compID := f.Seq, f.Codec, f.Timeout, compress.ID(f.Compression)
+	svc, method := string(f.Service), string(f.Method)
+	md := f.Metadata()
+	bufpool.Put(buf)
+	c.noteSeq(seq)
+	so := s.opts.stream.withDefaults()
+	var refuse error
+	hv, _ := s.streamHandlers.Load(streamKey(svc, method))
+	cd := codec.Get(codec.ID(cdID))
+	switch {
+	case s.shutdown.Load():
+		refuse = errShuttingDown
+	case hv == nil:
+		refuse = fleet.Errorf(fleet.NotFound, "unknown stream method %s.%s", svc, method)
+	case cd == nil:
+		refuse = fleet.Errorf(fleet.InvalidArgument, "unknown codec %d", cdID)
+	}
+	st := &serverStream{
+		c: c, id: seq, codec: cd, codecID: cdID, comp: compID,
+		inbox:  flow.NewInbox(int64(so.window), int64(so.maxMessage)),
+		credit: flow.NewCredit(int64(c.ext.peerWindow.Load())),
+		info:   fleet.CallInfo{Service: svc, Method: method, Metadata: md, RemoteAddr: c.remote, LocalAddr: c.local},
+	}
+	parent := c.ctx
+	var cancelTimeout context.CancelFunc = func() {}
+	if timeout > 0 {
+		parent, cancelTimeout = context.WithTimeout(parent, time.Duration(timeout)*time.Millisecond)
+	}
+	var cancel context.CancelFunc
+	st.ctx, cancel = context.WithCancel(&streamCtx{Context: parent, info: &st.info})
+	st.cancel = func() { cancel(); cancelTimeout() }
+	c.ext.mu.Lock()
+	if refuse == nil {
+		if c.ext.streams[seq] != nil {
+			refuse = fleet.Errorf(fleet.InvalidArgument, "stream %d is already open", seq)
+		} else if len(c.ext.streams) >= so.maxStreams {
+			refuse = fleet.Errorf(fleet.ResourceExhausted, "more than %d concurrent streams on one connection", so.maxStreams)
+		} else {
+			if c.ext.streams == nil {
+				c.ext.streams = make(map[uint64]*serverStream)
+			}
+			c.ext.streams[seq] = st
+		}
+	}
+	c.ext.mu.Unlock()
+	if refuse != nil {
+		st.cancel()
+		c.endStream(seq, refuse, nil)
+		return
+	}
+	s.inflight.Add(1)
+	go st.run(hv.(*streamHandler))
+}
+
+// run runs the handler and ends the stream with its outcome.
+func (st *serverStream) run(h *streamHandler) {
+	c := st.c
+	s := c.s
+	defer func() {
+		c.ext.mu.Lock()
+		delete(c.ext.streams, st.id)
+		c.ext.mu.Unlock()
+		st.cancel()
+		st.inbox.Abort(errStreamEnded)
+		s.inflight.Add(-1)
+		select {
+		case c.drained <- struct{}{}:
+		default:
+		}
+	}()
+	var err error
+	if s.opts.auth != nil {
+		if aerr := s.opts.auth(st.ctx, &st.info, st.info.Metadata[fleet.AuthKey]); aerr != nil {
+			err = asCode(aerr, fleet.Unauthenticated)
+		}
+	}
+	if err == nil {
+		err = st.intercepted(h)
+	}
+	if p := st.failed.Load(); p != nil {
+		err = *p
+	} else if err != nil && st.ctx.Err() != nil && fleet.CodeOf(err) == fleet.Unknown {
+		err = fleet.FromContextError(st.ctx.Err())
+	}
+	// Response metadata set with fleet.SetResponseMetadata travels as
+	// trailers too; keys set on ResponseTrailer win.
+	for k, v := range st.info.ResponseMetadata {
+		if _, set := st.trailer[k]; !set {
+			st.trailers()[k] = v
+		}
+	}
+	if !st.peerReset.Load() {
+		c.endStream(st.id, err, st.trailer)
+	}
+}
+
+// intercepted runs the handler inside the stream interceptors.
+func (st *serverStream) intercepted(h *streamHandler) error {
+	ics := st.c.s.opts.stream.interceptors
+	if len(ics) == 0 {
+		return st.safeRun(st.ctx, h)
+	}
+	next := func(ctx context.Context) error { return st.safeRun(ctx, h) }
+	for i := len(ics) - 1; i >= 0; i-- {
+		ic, inner := ics[i], next
+		next = func(ctx context.Context) error { return ic(ctx, &st.info, inner) }
+	}
+	return next(st.ctx)
+}
+
+func (st *serverStream) safeRun(ctx context.Context, h *streamHandler) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			buf := make([]byte, 4096)
+			buf = buf[:runtime.Stack(buf, false)]
+			st.c.s.opts.logger.Error("fleet server: stream handler panic", "service", st.info.Service, "method", st.info.Method, "panic", fmt.Sprint(p), "stack", string(buf))
+			err = fleet.Errorf(fleet.Internal, "panic in %s.%s: %v", st.info.Service, st.info.Method, p)
+		}
+	}()
+	return h.run(ctx, st)
+}
+
+var errStreamEnded = fleet.NewError(fleet.Canceled, "stream ended")
+
+// fail resets the stream because the client broke a rule on it: the
+// handler's context ends and the stream ends with err.
+func (st *serverStream) fail(err error) {
+	if fleet.CodeOf(err) == fleet.Unknown {
+		err = fleet.WrapError(fleet.InvalidArgument, err)
+	}
+	st.failed.CompareAndSwap(nil, &err)
+	st.inbox.Abort(err)
+	st.cancel()
+}
+
+// reset ends the stream because the client cancelled it; no end is sent.
+func (st *serverStream) reset(err error) {
+	st.peerReset.Store(true)
+	st.inbox.Abort(err)
+	st.cancel()
+}
+
+// ctxErr is the error of an operation stopped by the stream's end.
+func (st *serverStream) ctxErr() error {
+	if p := st.failed.Load(); p != nil {
+		return *p
+	}
+	if st.peerReset.Load() {
+		return fleet.NewError(fleet.Canceled, "stream cancelled by the client")
+	}
+	return fleet.FromContextError(st.ctx.Err())
+}
+
+// send encodes msg and writes it once the client's window allows.
+func (st *serverStream) send(msg any) error {
+	if st.ctx.Err() != nil {
+		return st.ctxErr()
+	}
+	bp := bufpool.Get(1024)
+	defer bufpool.Put(bp)
+	h := protocol.Header{Type: protocol.TypeStreamData, Codec: st.codecID, Seq: st.id}
+	buf, start := protocol.BeginFrame((*bp)[:0], &h, "", "", nil)
+	p0 := len(buf)
+	buf, err := codec.MarshalAppend(st.codec, buf, msg)
+	*bp = buf
+	if err != nil {
+		return fleet.Errorf(fleet.Internal, "encode stream message: %v", err)
+	}
+	if st.comp != compress.None && len(buf)-p0 >= st.c.s.opts.compressMin {
+		buf, _ = protocol.CompressPayload(buf, start, p0, st.comp)
+		*bp = buf
+	}
+	if err := protocol.EndFrame(buf, start, st.c.s.opts.limits.MaxFrameSize); err != nil {
+		return err
+	}
+	if !st.credit.Acquire(int64(len(buf)-p0), st.ctx.Done()) {
+		return st.ctxErr()
+	}
+	return st.c.w.Write(buf)
+}
+
+// recv decodes the next message into msg; io.EOF after the client's
+// half-close.
+func (st *serverStream) recv(msg any) error {
+	m, grant, err := st.inbox.Next(st.ctx.Done(), st.ctxErr)
+	if err != nil {
+		return err
+	}
+	defer bufpool.Put(m.Buf)
+	if grant > 0 {
+		st.c.grant(st.id, grant)
+	}
+	if err := st.c.decode(&m.Frame, msg); err != nil {
+		return err
+	}
+	return nil
+}
+
+// grant sends the client a window update for stream id.
+func (c *conn) grant(id uint64, n int64) {
+	var b [protocol.HeaderSize + 3 + 4]byte
+	p := protocol.AppendWindowUpdate(nil, uint32(min(n, protocol.MaxWindow)))
+	_ = c.w.Write(protocol.AppendControl(b[:0], protocol.TypeWindowUpdate, 0, id, p))
+}
+
+// endStream sends a stream's end: status, trailers and the error message.
+func (c *conn) endStream(id uint64, err error, trailer fleet.Metadata) {
+	h := protocol.Header{Type: protocol.TypeStreamEnd, Seq: id}
+	var msg string
+	if err != nil {
+		h.Status = byte(fleet.CodeOf(err))
+		if h.Status == byte(fleet.OK) {
+			h.Status = byte(fleet.Unknown)
+		}
+		msg = err.Error()
+		if fe, ok := err.(*fleet.Error); ok {
+			msg = fe.Message()
+		}
+		if len(msg) > 64<<10 {
+			msg = msg[:64<<10]
+		}
+	}
+	out, ferr := protocol.AppendFrame(nil, &h, "", "", trailer, []byte(msg), c.s.opts.limits.MaxFrameSize)
+	if ferr != nil {
+		out, _ = protocol.AppendFrame(nil, &h, "", "", nil, []byte("stream trailer too large"), 0)
+	}
+	_ = c.w.Write(out)
+}
+
+// ServerStream is the handler's side of a server-streaming method: it
+// sends any number of Res messages. Send is not safe for concurrent use;
+// the stream is valid only until the handler returns.
+type ServerStream[Res any] struct{ st *serverStream }
+
+// Send sends one message. It waits while the client's flow-control window
+// is exhausted (a slow consumer holds back only this stream) and fails
+// with the stream's end (Canceled, DeadlineExceeded, ...) once the
+// stream's context is done.
+func (s *ServerStream[Res]) Send(msg *Res) error { return s.st.send(msg) }
+
+// ResponseTrailer returns the trailing metadata sent with the stream's
+// end; the handler may set keys until it returns.
+func (s *ServerStream[Res]) ResponseTrailer() fleet.Metadata { return s.st.trailers() }
+
+func (st *serverStream) trailers() fleet.Metadata {
+	if st.trailer == nil {
+		st.trailer = fleet.Metadata{}
+	}
+	return st.trailer
+}
+
+// ClientStream is the handler's side of a client-streaming method: it
+// receives Req messages until the client half-closes. Not safe for
+// concurrent use.
+type ClientStream[Req any] struct {
+	st  *serverStream
+	msg *Req
+	err error
+}
+
+// Receive waits for the next message and reports whether there is one;
+// after false, Err says why (nil when the client half-closed).
+func (s *ClientStream[Req]) Receive() bool {
+	if s.err != nil {
+		return false
+	}
+	m := new(Req)
+	if err := s.st.recv(m); err != nil {
+		s.err = err
+		return false
+	}
+	s.msg = m
+	return true
+}
+
+// Msg returns the message of the last successful Receive.
+func (s *ClientStream[Req]) Msg() *Req { return s.msg }
+
+// Err returns why Receive returned false, nil for the client's half-close.
+func (s *ClientStream[Req]) Err() error {
+	if s.err == io.EOF {
+		return nil
+	}
+	return s.err
+}
+
+// ResponseTrailer returns the trailing metadata sent with the stream's
+// end; the handler may set keys until it returns.
+func (s *ClientStream[Req]) ResponseTrailer() fleet.Metadata { return s.st.trailers() }
+
+// BidiStream is the handler's side of a bidirectional method. Receive and
+// Send may be called from two goroutines (one each); neither is safe for
+// concurrent use with itself.
+type BidiStream[Req, Res any] struct{ st *serverStream }
+
+// Receive returns the next message, or io.EOF after the client's
+// half-close, or the stream's end.
+func (s *BidiStream[Req, Res]) Receive() (*Req, error) {
+	m := new(Req)
+	if err := s.st.recv(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Send sends one message, waiting for flow-control credit as
+// ServerStream.Send does.
+func (s *BidiStream[Req, Res]) Send(msg *Res) error { return s.st.send(msg) }
+
+// ResponseTrailer returns the trailing metadata sent with the stream's
+// end; set keys from the handler's goroutine before it returns.
+func (s *BidiStream[Req, Res]) ResponseTrailer() fleet.Metadata { return s.st.trailers() }
+
+// HandleServerStream serves fn as the server-streaming method
+// service.method: the client sends one Req and half-closes, fn sends any
+// number of Res and returns; its error (or nil) ends the stream with its
+// code and message. It fails when the name is empty or taken by another
+// stream method.
+func HandleServerStream[Req, Res any](s *Server, service, method string, fn func(ctx context.Context, req *Req, stream *ServerStream[Res]) error) error {
+	return s.handleStream(service, method, &streamHandler{run: func(ctx context.Context, st *serverStream) error {
+		req := new(Req)
+		if err := st.recv(req); err != nil {
+			if err == io.EOF {
+				return fleet.NewError(fleet.InvalidArgument, "server stream opened without a request message")
+			}
+			return err
+		}
+		return fn(ctx, req, &ServerStream[Res]{st: st})
+	}})
+}
+
+// HandleClientStream serves fn as the client-streaming method
+// service.method: the client sends any number of Req and half-closes; fn
+// returns one Res (sent before the stream's end) or an error.
+func HandleClientStream[Req, Res any](s *Server, service, method string, fn func(ctx context.Context, stream *ClientStream[Req]) (*Res, error)) error {
+	return s.handleStream(service, method, &streamHandler{run: func(ctx context.Context, st *serverStream) error {
+		res, err := fn(ctx, &ClientStream[Req]{st: st})
+		if err != nil {
+			return err
+		}
+		if res == nil {
+			res = new(Res)
+		}
+		return st.send(res)
+	}})
+}
+
+// HandleBidiStream serves fn as the bidirectional method service.method:
+// both sides send any number of messages; fn's return ends the stream.
+func HandleBidiStream[Req, Res any](s *Server, service, method string, fn func(ctx context.Context, stream *BidiStream[Req, Res]) error) error {
+	return s.handleStream(service, method, &streamHandler{run: func(ctx context.Context, st *serverStream) error {
+		return fn(ctx, &BidiStream[Req, Res]{st: st})
+	}})
+}
