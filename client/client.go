@@ -198,7 +198,7 @@ func (c *Client) call(ctx context.Context, service, method string, args, reply a
 		case <-call.wake:
 		case <-done:
 			if c.remove(call.seq) {
-				c.sendCancel(call.seq)
+				c.cancelIfNotExpired(ctx, call.seq)
 				c.recycle(call)
 				return fleet.FromContextError(ctx.Err())
 			}
@@ -263,7 +263,7 @@ func (c *Client) goCall(ctx context.Context, service, method string, args, reply
 		if _, ok := c.pending[seq]; ok {
 			call.stop = context.AfterFunc(ctx, func() {
 				if c.remove(seq) {
-					c.sendCancel(seq)
+					c.cancelIfNotExpired(ctx, seq)
 					call.Error = fleet.FromContextError(ctx.Err())
 					call.stop = nil
 					call.complete()

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 
@@ -110,6 +111,17 @@ func (c *Client) sendCancel(seq uint64) {
 	}
 	var b [protocol.HeaderSize + 3]byte
 	_ = c.w.Write(protocol.AppendControl(b[:0], protocol.TypeCancel, 0, seq, nil))
+}
+
+// cancelIfNotExpired sends a cancel frame for call seq whose context ctx
+// ended, unless it ended by its deadline: the server holds the same
+// deadline and ends the handler with DeadlineExceeded by itself, which a
+// cancel frame arriving first would turn into Canceled.
+func (c *Client) cancelIfNotExpired(ctx context.Context, seq uint64) {
+	if ctx.Err() == context.DeadlineExceeded {
+		return
+	}
+	c.sendCancel(seq)
 }
 
 // onExtension handles frames the revision 1 read loop did not know;
