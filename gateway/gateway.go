@@ -1,0 +1,276 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/fleetrpc/fleet/server"
+	"google.golang.org/grpc"
+)
+
+// ErrClosed is returned by Serve after Shutdown or Close.
+var ErrClosed = errors.New("gateway: closed")
+
+// Option configures a Gateway; see New.
+type Option interface{ apply(*options) }
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+type options struct {
+	sniffTimeout   time.Duration
+	maxBatch       int
+	maxDepth       int
+	protoPackage   string
+	headerTimeout  time.Duration
+	idleTimeout    time.Duration
+	maxHeaderBytes int
+	logger         *slog.Logger
+}
+
+func defaultOptions() options {
+	return options{
+		sniffTimeout:   2 * time.Minute,
+		maxBatch:       1000,
+		maxDepth:       100,
+		headerTimeout:  10 * time.Second,
+		idleTimeout:    2 * time.Minute,
+		maxHeaderBytes: 64 << 10,
+		logger:         slog.Default(),
+	}
+}
+
+// WithSniffTimeout bounds the wait for the first six bytes of a
+// connection, which decide its protocol; a connection that sends nothing
+// for d is closed. Native clients may dial long before their first call,
+// so the default is the Fleet server's default idle timeout, 2 minutes.
+func WithSniffTimeout(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.sniffTimeout = d })
+}
+
+// WithMaxBatch caps the entries of one JSON-RPC 2.0 batch; a larger batch
+// is refused whole with an Invalid Request error before its entries are
+// decoded. Default 1000.
+func WithMaxBatch(n int) Option { return optionFunc(func(o *options) { o.maxBatch = max(n, 1) }) }
+
+// WithMaxJSONDepth caps the nesting of arrays and objects in a JSON body
+// (HTTP/JSON and JSON-RPC 2.0), checked by a scan before anything is
+// decoded. Default 100.
+func WithMaxJSONDepth(n int) Option { return optionFunc(func(o *options) { o.maxDepth = max(n, 2) }) }
+
+// WithProtoPackage sets the protobuf package that gRPC clients put before
+// Fleet service names: with "fleet.demo", the Fleet service Hello is the
+// gRPC service fleet.demo.Hello (path /fleet.demo.Hello/Say). Calls that
+// use the bare Fleet name (/Hello/Say) are served either way. Default ""
+// (gRPC names are the Fleet names).
+func WithProtoPackage(pkg string) Option {
+	return optionFunc(func(o *options) { o.protoPackage = pkg })
+}
+
+// WithLogger sets the logger for connection-level events (failed
+// handshakes, sniffing errors). Nothing is logged per call. Default
+// slog.Default().
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.logger = l }) }
+
+// Gateway serves a Fleet server's services over gRPC, HTTP/JSON and
+// JSON-RPC 2.0 beside its native protocol. Its methods are safe for
+// concurrent use.
+type Gateway struct {
+	srv     *server.Server
+	opts    options
+	grpc    *grpc.Server
+	handler http.Handler
+	http    *http.Server
+	httpLis *chanListener
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	sniffing  map[net.Conn]struct{}
+	closed    bool
+	httpOnce  sync.Once
+	httpDone  chan struct{}
+	wg        sync.WaitGroup
+}
+
+// New returns a Gateway for srv. It registers a function with
+// srv.OnShutdown, so srv.Shutdown also stops the gateway's listeners and
+// drains its HTTP and gRPC calls before the Fleet server stops.
+func New(srv *server.Server, opts ...Option) *Gateway {
+	g := &Gateway{
+		srv:       srv,
+		opts:      defaultOptions(),
+		listeners: map[net.Listener]struct{}{},
+		sniffing:  map[net.Conn]struct{}{},
+		httpDone:  make(chan struct{}),
+	}
+	for _, o := range opts {
+		o.apply(&g.opts)
+	}
+	g.grpc = g.newGRPC()
+	g.handler = http.HandlerFunc(g.serveHTTP)
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	g.httpLis = newChanListener()
+	g.http = &http.Server{
+		Handler:           g.handler,
+		Protocols:         &protos,
+		ReadHeaderTimeout: g.opts.headerTimeout,
+		IdleTimeout:       g.opts.idleTimeout,
+		MaxHeaderBytes:    g.opts.maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(g.opts.logger.Handler(), slog.LevelDebug),
+	}
+	srv.OnShutdown(func(ctx context.Context) { _ = g.stop(ctx) })
+	return g
+}
+
+// Handler returns the HTTP side as an http.Handler: gRPC for requests
+// whose Content-Type begins with application/grpc (HTTP/2 only), JSON-RPC
+// 2.0 for POST / and POST /jsonrpc, HTTP/JSON for POST /{service}/{method}.
+// It is safe for concurrent use.
+func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// Serve accepts connections on lis and serves each by its first bytes (see
+// the package doc) until Shutdown or Close, then returns ErrClosed; other
+// accept errors are returned as they are. It closes lis when it returns.
+func (g *Gateway) Serve(lis net.Listener) error {
+	g.mu.Lock()
+	if g.closed || g.srv.ShuttingDown() {
+		g.mu.Unlock()
+		lis.Close()
+		return ErrClosed
+	}
+	g.listeners[lis] = struct{}{}
+	g.mu.Unlock()
+	g.httpOnce.Do(func() {
+		go func() {
+			defer close(g.httpDone)
+			_ = g.http.Serve(g.httpLis)
+		}()
+	})
+	defer func() {
+		g.mu.Lock()
+		delete(g.listeners, lis)
+		g.mu.Unlock()
+		lis.Close()
+	}()
+	var backoff time.Duration
+	for {
+		nc, err := lis.Accept()
+		if err != nil {
+			g.mu.Lock()
+			closed := g.closed
+			g.mu.Unlock()
+			if closed {
+				return ErrClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				backoff = min(max(backoff*2, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		g.mu.Lock()
+		if g.closed {
+			g.mu.Unlock()
+			nc.Close()
+			return ErrClosed
+		}
+		g.sniffing[nc] = struct{}{}
+		g.wg.Add(1)
+		g.mu.Unlock()
+		go g.route(nc)
+	}
+}
+
+// route sniffs nc and hands it to the native server or the HTTP server.
+func (g *Gateway) route(nc net.Conn) {
+	defer g.wg.Done()
+	kind, pc, err := sniff(nc, g.opts.sniffTimeout)
+	g.mu.Lock()
+	delete(g.sniffing, nc)
+	closed := g.closed
+	g.mu.Unlock()
+	if err != nil || closed {
+		if err != nil {
+			g.opts.logger.Debug("fleet gateway: closing connection", "remote", nc.RemoteAddr(), "err", err)
+		}
+		nc.Close()
+		return
+	}
+	switch kind {
+	case kindNative:
+		// Served on this goroutine, as Server.Serve would.
+		g.srv.ServeConn(pc)
+	case kindHTTP:
+		if !g.httpLis.deliver(pc) {
+			pc.Close()
+		}
+	default:
+		g.opts.logger.Debug("fleet gateway: unknown protocol", "remote", nc.RemoteAddr())
+		nc.Close()
+	}
+}
+
+// Shutdown stops the gateway and its Fleet server gracefully: it calls the
+// server's Shutdown, which (through the function New registered with
+// OnShutdown) first closes the gateway's listeners and waits for HTTP and
+// gRPC calls to finish, then drains native connections. It returns ctx's
+// error when ctx ends first.
+func (g *Gateway) Shutdown(ctx context.Context) error { return g.srv.Shutdown(ctx) }
+
+// Close closes the gateway's listeners and connections and the Fleet
+// server at once, without waiting for running calls.
+func (g *Gateway) Close() error {
+	g.closeListeners()
+	_ = g.http.Close()
+	g.grpc.Stop()
+	g.httpLis.Close()
+	err := g.srv.Close()
+	g.wg.Wait()
+	g.waitHTTP()
+	return err
+}
+
+// stop is the OnShutdown function: no new connections, HTTP and gRPC calls
+// drained (bounded by ctx).
+func (g *Gateway) stop(ctx context.Context) error {
+	g.closeListeners()
+	g.httpLis.Close()
+	err := g.http.Shutdown(ctx)
+	if err != nil {
+		_ = g.http.Close()
+	}
+	g.grpc.Stop()
+	g.wg.Wait()
+	g.waitHTTP()
+	return err
+}
+
+// waitHTTP waits for the embedded HTTP server's Serve to return (at once
+// when it never started).
+func (g *Gateway) waitHTTP() {
+	g.httpOnce.Do(func() { close(g.httpDone) })
+	<-g.httpDone
+}
+
+func (g *Gateway) closeListeners() {
+	g.mu.Lock()
+	g.closed = true
+	for l := range g.listeners {
+		l.Close()
+	}
+	for c := range g.sniffing {
+		c.Close()
+	}
+	g.mu.Unlock()
+}
