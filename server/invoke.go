@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net"
 	"reflect"
 
@@ -122,9 +123,14 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 		h.PostWriteResponse(hctx, &cctx.info, nil)
 	}
 	if err != nil {
-		err = asCode(err, fleet.Unknown)
-		if fleet.CodeOf(err) == fleet.OK {
-			err = fleet.WrapError(fleet.Unknown, err)
+		// Every error leaves as a *fleet.Error; a plain error keeps its
+		// message and becomes Unknown, as on the native path.
+		var fe *fleet.Error
+		if !errors.As(err, &fe) || fe.Code == fleet.OK {
+			err = fleet.WrapError(fleet.CodeOf(err), err)
+			if fleet.CodeOf(err) == fleet.OK {
+				err = fleet.WrapError(fleet.Unknown, err)
+			}
 		}
 	}
 	return reply, cctx.info.ResponseMetadata, err

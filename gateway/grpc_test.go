@@ -1,0 +1,163 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/fleetrpc/fleet"
+	"github.com/fleetrpc/fleet/gateway"
+	"github.com/fleetrpc/fleet/internal/benchpb"
+	"github.com/fleetrpc/fleet/internal/demo"
+	"github.com/fleetrpc/fleet/server"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+func grpcConn(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+func TestGRPC(t *testing.T) {
+	_, addr := start(t, nil, gateway.WithProtoPackage("fleet.demo"))
+	cc := grpcConn(t, addr)
+	ctx := context.Background()
+
+	for _, path := range []string{"/Hello/Say", "/fleet.demo.Hello/Say"} {
+		in, out := benchpb.New(), new(benchpb.BenchmarkMessage)
+		if err := cc.Invoke(ctx, path, in, out); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if err := demo.CheckReply(in, out); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+
+	t.Run("codes", func(t *testing.T) {
+		for c := fleet.Canceled; c <= fleet.ShuttingDown; c++ {
+			in := benchpb.New()
+			in.Field1 = proto.String("fail:" + strconv.Itoa(int(c)))
+			err := cc.Invoke(ctx, "/Probe/Say", in, new(benchpb.BenchmarkMessage))
+			st, _ := status.FromError(err)
+			if st.Code() != gateway.GRPCCode(c) || st.Message() != "failed as asked" {
+				t.Fatalf("fleet code %v: got %v %q", c, st.Code(), st.Message())
+			}
+		}
+		if gateway.GRPCCode(fleet.ShuttingDown) != codes.Unavailable || gateway.GRPCCode(fleet.NotFound) != codes.NotFound {
+			t.Fatal("code mapping")
+		}
+	})
+	t.Run("unknown", func(t *testing.T) {
+		for _, path := range []string{"/Nope/Say", "/Hello/Nope", "/Arith/Add"} {
+			err := cc.Invoke(ctx, path, benchpb.New(), new(benchpb.BenchmarkMessage))
+			if status.Code(err) != codes.Unimplemented {
+				t.Fatalf("%s: %v", path, err)
+			}
+		}
+	})
+	t.Run("metadata and deadline", func(t *testing.T) {
+		mctx := metadata.AppendToOutgoingContext(ctx, "k", "v1")
+		mctx, cancel := context.WithTimeout(mctx, time.Minute)
+		defer cancel()
+		var hdr metadata.MD
+		out := new(benchpb.BenchmarkMessage)
+		if err := cc.Invoke(mctx, "/Probe/Say", benchpb.New(), out, grpc.Header(&hdr)); err != nil {
+			t.Fatal(err)
+		}
+		if got := hdr.Get("echo"); len(got) != 1 || got[0] != "v1" {
+			t.Fatalf("header %v", hdr)
+		}
+		if out.GetField1() != "deadline" {
+			t.Fatalf("handler saw no deadline: %q", out.GetField1())
+		}
+	})
+	t.Run("bad message", func(t *testing.T) {
+		// A message missing proto2 required fields does not decode.
+		err := cc.Invoke(ctx, "/Hello/Say", wrapperspb.String("x"), new(benchpb.BenchmarkMessage))
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("%v", err)
+		}
+	})
+}
+
+func TestGRPCAuth(t *testing.T) {
+	auth := server.WithAuth(func(ctx context.Context, info *fleet.CallInfo, token string) error {
+		if token != "Bearer secret" {
+			return errors.New("who are you")
+		}
+		return nil
+	})
+	_, addr := start(t, []server.Option{auth})
+	cc := grpcConn(t, addr)
+	err := cc.Invoke(context.Background(), "/Hello/Say", benchpb.New(), new(benchpb.BenchmarkMessage))
+	if st, _ := status.FromError(err); st.Code() != codes.Unauthenticated || st.Message() != "who are you" {
+		t.Fatalf("without token: %v", err)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer secret")
+	if err := cc.Invoke(ctx, "/Hello/Say", benchpb.New(), new(benchpb.BenchmarkMessage)); err != nil {
+		t.Fatalf("with token: %v", err)
+	}
+}
+
+// TestHandlerMount mounts Handler on a user's own HTTP server with h2c
+// and calls it with grpc-go and net/http.
+func TestHandlerMount(t *testing.T) {
+	srv := server.New(server.WithLogger(discard()))
+	if err := srv.Register(&demo.Hello{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Register(demo.Arith{}); err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(srv)
+	mux := http.NewServeMux()
+	mux.Handle("/", g.Handler())
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	hs := &http.Server{Handler: mux, Protocols: &protos}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = hs.Serve(lis) }()
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+		<-done
+		_ = g.Shutdown(ctx)
+	}()
+	addr := lis.Addr().String()
+
+	cc := grpcConn(t, addr)
+	in, out := benchpb.New(), new(benchpb.BenchmarkMessage)
+	if err := cc.Invoke(context.Background(), "/Hello/Say", in, out); err != nil || demo.CheckReply(in, out) != nil {
+		t.Fatalf("gRPC through the mounted handler: %v", err)
+	}
+	hc := httpClient(t)
+	resp, b := post(t, hc, "http://"+addr+"/Arith/Add", `{"A":20,"B":22}`, nil)
+	if resp.StatusCode != 200 || string(b) != "42" {
+		t.Fatalf("HTTP/JSON: %d %s", resp.StatusCode, b)
+	}
+	resp, b = post(t, hc, "http://"+addr+"/jsonrpc", `{"jsonrpc":"2.0","method":"Arith.Add","params":{"A":1,"B":1},"id":1}`, nil)
+	if resp.StatusCode != 200 || string(b) != `{"jsonrpc":"2.0","result":2,"id":1}` {
+		t.Fatalf("JSON-RPC: %d %s", resp.StatusCode, b)
+	}
+}
