@@ -113,6 +113,7 @@ func New(srv *server.Server, opts ...Option) *Gateway {
 		o.apply(&g.opts)
 	}
 	g.grpc = g.newGRPC()
+	g.registerIntrospection()
 	g.handler = http.HandlerFunc(g.serveHTTP)
 	var protos http.Protocols
 	protos.SetHTTP1(true)

@@ -17,9 +17,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -159,5 +162,65 @@ func TestHandlerMount(t *testing.T) {
 	resp, b = post(t, hc, "http://"+addr+"/jsonrpc", `{"jsonrpc":"2.0","method":"Arith.Add","params":{"A":1,"B":1},"id":1}`, nil)
 	if resp.StatusCode != 200 || string(b) != `{"jsonrpc":"2.0","result":2,"id":1}` {
 		t.Fatalf("JSON-RPC: %d %s", resp.StatusCode, b)
+	}
+}
+
+func TestGRPCReflectionAndHealth(t *testing.T) {
+	_, addr := start(t, nil, gateway.WithProtoPackage("fleet.demo"))
+	cc := grpcConn(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	hc := healthpb.NewHealthClient(cc)
+	for _, svc := range []string{"", "Hello", "fleet.demo.Hello"} {
+		r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("health %q: %v %v", svc, r, err)
+		}
+	}
+	if _, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: "Nope"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("health of unknown service: %v", err)
+	}
+
+	stream, err := reflectv1.NewServerReflectionClient(cc).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.CloseSend()
+	ask := func(req *reflectv1.ServerReflectionRequest) *reflectv1.ServerReflectionResponse {
+		t.Helper()
+		if err := stream.Send(req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := ask(&reflectv1.ServerReflectionRequest{MessageRequest: &reflectv1.ServerReflectionRequest_ListServices{}})
+	names := map[string]bool{}
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names[s.GetName()] = true
+	}
+	for _, want := range []string{"fleet.demo.Hello", "fleet.demo.Probe", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"} {
+		if !names[want] {
+			t.Fatalf("services %v lack %s", names, want)
+		}
+	}
+	if names["fleet.demo.Arith"] || names["fleet.demo.Plain"] {
+		t.Fatalf("services %v list a service without protobuf methods", names)
+	}
+	resp = ask(&reflectv1.ServerReflectionRequest{MessageRequest: &reflectv1.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: "fleet.demo.Hello"}})
+	fds := resp.GetFileDescriptorResponse().GetFileDescriptorProto()
+	if len(fds) == 0 {
+		t.Fatalf("no file for fleet.demo.Hello: %v", resp)
+	}
+	var fd descriptorpb.FileDescriptorProto
+	if err := proto.Unmarshal(fds[0], &fd); err != nil {
+		t.Fatal(err)
+	}
+	if len(fd.GetService()) != 1 || fd.GetService()[0].GetName() != "Hello" || fd.GetService()[0].GetMethod()[0].GetName() != "Say" {
+		t.Fatalf("file %v", &fd)
 	}
 }
