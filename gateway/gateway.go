@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -31,6 +32,7 @@ type options struct {
 	headerTimeout  time.Duration
 	idleTimeout    time.Duration
 	maxHeaderBytes int
+	tls            *tls.Config
 	logger         *slog.Logger
 }
 
@@ -71,6 +73,23 @@ func WithMaxJSONDepth(n int) Option { return optionFunc(func(o *options) { o.max
 // (gRPC names are the Fleet names).
 func WithProtoPackage(pkg string) Option {
 	return optionFunc(func(o *options) { o.protoPackage = pkg })
+}
+
+// WithTLS makes Serve accept TLS beside cleartext on the same listener: a
+// connection that opens with a TLS handshake record is handshaken with cfg
+// (within the sniff timeout), offering ALPN "h2" and "http/1.1" unless
+// cfg.NextProtos is set. A client that negotiated h2 or http/1.1 is served
+// HTTP (gRPC over TLS needs h2); otherwise the decrypted bytes are sniffed
+// like a cleartext connection's, so native Fleet clients dialling with TLS
+// are served too. Default: no TLS (a TLS handshake closes the connection).
+func WithTLS(cfg *tls.Config) Option {
+	return optionFunc(func(o *options) {
+		c := cfg.Clone()
+		if len(c.NextProtos) == 0 {
+			c.NextProtos = []string{"h2", "http/1.1"}
+		}
+		o.tls = c
+	})
 }
 
 // WithLogger sets the logger for connection-level events (failed
@@ -117,6 +136,7 @@ func New(srv *server.Server, opts ...Option) *Gateway {
 	g.handler = http.HandlerFunc(g.serveHTTP)
 	var protos http.Protocols
 	protos.SetHTTP1(true)
+	protos.SetHTTP2(true)
 	protos.SetUnencryptedHTTP2(true)
 	g.httpLis = newChanListener()
 	g.http = &http.Server{
@@ -193,33 +213,52 @@ func (g *Gateway) Serve(lis net.Listener) error {
 	}
 }
 
-// route sniffs nc and hands it to the native server or the HTTP server.
+// route sniffs nc (through TLS when it opens with a handshake) and hands
+// it to the native server or the HTTP server. The gateway's WaitGroup
+// covers the sniffing only: once handed over, a connection belongs to the
+// server that serves it.
 func (g *Gateway) route(nc net.Conn) {
-	defer g.wg.Done()
-	kind, pc, err := sniff(nc, g.opts.sniffTimeout)
+	kind, conn := g.classifyConn(nc)
 	g.mu.Lock()
 	delete(g.sniffing, nc)
 	closed := g.closed
 	g.mu.Unlock()
-	if err != nil || closed {
-		if err != nil {
-			g.opts.logger.Debug("fleet gateway: closing connection", "remote", nc.RemoteAddr(), "err", err)
-		}
+	g.wg.Done()
+	if closed || kind == kindUnknown {
 		nc.Close()
 		return
 	}
 	switch kind {
 	case kindNative:
 		// Served on this goroutine, as Server.Serve would.
-		g.srv.ServeConn(pc)
+		g.srv.ServeConn(conn)
 	case kindHTTP:
-		if !g.httpLis.deliver(pc) {
-			pc.Close()
+		if !g.httpLis.deliver(conn) {
+			conn.Close()
 		}
-	default:
-		g.opts.logger.Debug("fleet gateway: unknown protocol", "remote", nc.RemoteAddr())
-		nc.Close()
 	}
+}
+
+// classifyConn returns nc's protocol (kindNative or kindHTTP) and the
+// connection to serve it on; kindUnknown when nc is to be closed.
+func (g *Gateway) classifyConn(nc net.Conn) (connKind, net.Conn) {
+	kind, pc, err := sniff(nc, g.opts.sniffTimeout)
+	if err != nil {
+		g.opts.logger.Debug("fleet gateway: closing connection", "remote", nc.RemoteAddr(), "err", err)
+		return kindUnknown, nil
+	}
+	switch kind {
+	case kindNative, kindHTTP:
+		return kind, pc
+	case kindTLS:
+		if g.opts.tls == nil {
+			g.opts.logger.Debug("fleet gateway: TLS handshake without WithTLS", "remote", nc.RemoteAddr())
+			return kindUnknown, nil
+		}
+		return g.classifyTLS(pc)
+	}
+	g.opts.logger.Debug("fleet gateway: unknown protocol", "remote", nc.RemoteAddr())
+	return kindUnknown, nil
 }
 
 // Shutdown stops the gateway and its Fleet server gracefully: it calls the
@@ -274,4 +313,30 @@ func (g *Gateway) closeListeners() {
 		c.Close()
 	}
 	g.mu.Unlock()
+}
+
+// classifyTLS handshakes a TLS connection and routes it by ALPN when the
+// client chose h2 or http/1.1, else by its first decrypted bytes.
+func (g *Gateway) classifyTLS(pc net.Conn) (connKind, net.Conn) {
+	tc := tls.Server(pc, g.opts.tls)
+	ctx, cancel := context.WithCancel(context.Background())
+	if g.opts.sniffTimeout > 0 {
+		ctx, cancel = context.WithTimeout(context.Background(), g.opts.sniffTimeout)
+	}
+	err := tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		g.opts.logger.Debug("fleet gateway: TLS handshake", "remote", pc.RemoteAddr(), "err", err)
+		return kindUnknown, nil
+	}
+	switch tc.ConnectionState().NegotiatedProtocol {
+	case "h2", "http/1.1":
+		// A *tls.Conn: net/http serves HTTP/2 by its ALPN.
+		return kindHTTP, tc
+	}
+	kind, inner, err := sniff(tc, g.opts.sniffTimeout)
+	if err != nil || (kind != kindNative && kind != kindHTTP) {
+		return kindUnknown, nil
+	}
+	return kind, inner
 }

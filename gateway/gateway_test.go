@@ -72,10 +72,9 @@ func (Plain) Join(ctx context.Context, in *Pair, out *string) error {
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// start serves a gateway for a server with Arith, Hello, Probe and Plain
-// on 127.0.0.1 and returns its address; the gateway is shut down when the
-// test ends.
-func start(t *testing.T, sopts []server.Option, gopts ...gateway.Option) (*gateway.Gateway, string) {
+// startManual serves a gateway for a server with Arith, Hello, Probe and
+// Plain on 127.0.0.1; the caller shuts it down. done yields Serve's error.
+func startManual(t *testing.T, sopts []server.Option, gopts ...gateway.Option) (*gateway.Gateway, string, chan error) {
 	t.Helper()
 	srv := server.New(append([]server.Option{server.WithLogger(discard())}, sopts...)...)
 	for _, r := range []any{demo.Arith{}, &demo.Hello{}, Probe{}, Plain{}} {
@@ -90,6 +89,13 @@ func start(t *testing.T, sopts []server.Option, gopts ...gateway.Option) (*gatew
 	}
 	done := make(chan error, 1)
 	go func() { done <- g.Serve(lis) }()
+	return g, lis.Addr().String(), done
+}
+
+// start is startManual with a shutdown when the test ends.
+func start(t *testing.T, sopts []server.Option, gopts ...gateway.Option) (*gateway.Gateway, string) {
+	t.Helper()
+	g, addr, done := startManual(t, sopts, gopts...)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -100,7 +106,7 @@ func start(t *testing.T, sopts []server.Option, gopts ...gateway.Option) (*gatew
 			t.Errorf("Serve returned %v", err)
 		}
 	})
-	return g, lis.Addr().String()
+	return g, addr
 }
 
 // httpClient returns an HTTP/1.1 client whose connections close when the

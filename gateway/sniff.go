@@ -15,6 +15,7 @@ const (
 	kindUnknown connKind = iota
 	kindNative           // Fleet frames
 	kindHTTP             // HTTP/1.x request line or the HTTP/2 client preface
+	kindTLS              // a TLS handshake record (a ClientHello)
 )
 
 // sniffLen is the number of bytes read to decide: a Fleet frame's 4-byte
@@ -36,6 +37,10 @@ func classify(b []byte) connKind {
 	}
 	if b[4] == 0xF1 && b[5] == 0xEE {
 		return kindNative
+	}
+	// A TLS record of type handshake (22), version 3.x (RFC 8446 5.1).
+	if b[0] == 0x16 && b[1] == 0x03 {
+		return kindTLS
 	}
 	for _, p := range httpPrefixes {
 		if bytes.HasPrefix(b, p) {

@@ -16,7 +16,7 @@ func TestClassify(t *testing.T) {
 		{"POST / HTTP/1.1\r\n", kindHTTP},
 		{"GET / HTTP/1.1\r\n", kindHTTP},
 		{"OPTIONS * HTTP/1.1\r\n", kindHTTP},
-		{"\x16\x03\x01\x02\x00\x01", kindUnknown}, // a TLS ClientHello
+		{"\x16\x03\x01\x02\x00\x01", kindTLS}, // a TLS ClientHello
 		{"hello!", kindUnknown},
 		{"POST", kindUnknown}, // too short to decide
 		{"", kindUnknown},
