@@ -33,6 +33,7 @@ type options struct {
 	idleTimeout    time.Duration
 	maxHeaderBytes int
 	tls            *tls.Config
+	h2cHTTP        bool
 	logger         *slog.Logger
 }
 
@@ -92,6 +93,14 @@ func WithTLS(cfg *tls.Config) Option {
 	})
 }
 
+// WithH2CToHTTP serves cleartext HTTP/2 connections (h2c with prior
+// knowledge) with the net/http server, like HTTP/1.1 and TLS connections,
+// instead of grpc-go's own HTTP/2 transport: HTTP/JSON and JSON-RPC then
+// work over h2c too, and gRPC over h2c goes through grpc.Server.ServeHTTP,
+// which is about half as fast. Default false: an h2c connection is a gRPC
+// connection (other requests on it are answered 415 by grpc-go).
+func WithH2CToHTTP(on bool) Option { return optionFunc(func(o *options) { o.h2cHTTP = on }) }
+
 // WithLogger sets the logger for connection-level events (failed
 // handshakes, sniffing errors). Nothing is logged per call. Default
 // slog.Default().
@@ -107,14 +116,15 @@ type Gateway struct {
 	handler http.Handler
 	http    *http.Server
 	httpLis *chanListener
+	grpcLis *chanListener
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	sniffing  map[net.Conn]struct{}
 	closed    bool
-	httpOnce  sync.Once
-	httpDone  chan struct{}
-	wg        sync.WaitGroup
+	serveOnce sync.Once      // starts the HTTP and gRPC servers
+	serving   sync.WaitGroup // their Serve calls
+	wg        sync.WaitGroup // connections being sniffed
 }
 
 // New returns a Gateway for srv. It registers a function with
@@ -126,7 +136,6 @@ func New(srv *server.Server, opts ...Option) *Gateway {
 		opts:      defaultOptions(),
 		listeners: map[net.Listener]struct{}{},
 		sniffing:  map[net.Conn]struct{}{},
-		httpDone:  make(chan struct{}),
 	}
 	for _, o := range opts {
 		o.apply(&g.opts)
@@ -139,6 +148,7 @@ func New(srv *server.Server, opts ...Option) *Gateway {
 	protos.SetHTTP2(true)
 	protos.SetUnencryptedHTTP2(true)
 	g.httpLis = newChanListener()
+	g.grpcLis = newChanListener()
 	g.http = &http.Server{
 		Handler:           g.handler,
 		Protocols:         &protos,
@@ -169,10 +179,15 @@ func (g *Gateway) Serve(lis net.Listener) error {
 	}
 	g.listeners[lis] = struct{}{}
 	g.mu.Unlock()
-	g.httpOnce.Do(func() {
+	g.serveOnce.Do(func() {
+		g.serving.Add(2)
 		go func() {
-			defer close(g.httpDone)
+			defer g.serving.Done()
 			_ = g.http.Serve(g.httpLis)
+		}()
+		go func() {
+			defer g.serving.Done()
+			_ = g.grpc.Serve(g.grpcLis)
 		}()
 	})
 	defer func() {
@@ -236,6 +251,10 @@ func (g *Gateway) route(nc net.Conn) {
 		if !g.httpLis.deliver(conn) {
 			conn.Close()
 		}
+	case kindH2C:
+		if !g.grpcLis.deliver(conn) {
+			conn.Close()
+		}
 	}
 }
 
@@ -248,7 +267,12 @@ func (g *Gateway) classifyConn(nc net.Conn) (connKind, net.Conn) {
 		return kindUnknown, nil
 	}
 	switch kind {
-	case kindNative, kindHTTP:
+	case kindHTTP:
+		if !g.opts.h2cHTTP && string(pc.(*prefixConn).buf[:4]) == "PRI " {
+			return kindH2C, pc
+		}
+		return kind, pc
+	case kindNative:
 		return kind, pc
 	case kindTLS:
 		if g.opts.tls == nil {
@@ -275,9 +299,10 @@ func (g *Gateway) Close() error {
 	_ = g.http.Close()
 	g.grpc.Stop()
 	g.httpLis.Close()
+	g.grpcLis.Close()
 	err := g.srv.Close()
 	g.wg.Wait()
-	g.waitHTTP()
+	g.waitServers()
 	return err
 }
 
@@ -286,21 +311,33 @@ func (g *Gateway) Close() error {
 func (g *Gateway) stop(ctx context.Context) error {
 	g.closeListeners()
 	g.httpLis.Close()
+	g.grpcLis.Close()
+	grpcDone := make(chan struct{})
+	go func() {
+		defer close(grpcDone)
+		g.grpc.GracefulStop()
+	}()
 	err := g.http.Shutdown(ctx)
 	if err != nil {
 		_ = g.http.Close()
 	}
-	g.grpc.Stop()
+	select {
+	case <-grpcDone:
+	case <-ctx.Done():
+		g.grpc.Stop()
+		<-grpcDone
+		err = ctx.Err()
+	}
 	g.wg.Wait()
-	g.waitHTTP()
+	g.waitServers()
 	return err
 }
 
-// waitHTTP waits for the embedded HTTP server's Serve to return (at once
-// when it never started).
-func (g *Gateway) waitHTTP() {
-	g.httpOnce.Do(func() { close(g.httpDone) })
-	<-g.httpDone
+// waitServers waits for the embedded HTTP and gRPC servers' Serve calls
+// to return (at once when they never started).
+func (g *Gateway) waitServers() {
+	g.serveOnce.Do(func() {})
+	g.serving.Wait()
 }
 
 func (g *Gateway) closeListeners() {

@@ -16,6 +16,7 @@ const (
 	kindNative           // Fleet frames
 	kindHTTP             // HTTP/1.x request line or the HTTP/2 client preface
 	kindTLS              // a TLS handshake record (a ClientHello)
+	kindH2C              // the HTTP/2 preface in cleartext, served by grpc-go's transport
 )
 
 // sniffLen is the number of bytes read to decide: a Fleet frame's 4-byte

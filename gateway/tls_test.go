@@ -95,3 +95,27 @@ func TestShutdownWithOpenClients(t *testing.T) {
 		t.Fatal("the listener still accepts after Shutdown")
 	}
 }
+
+// TestH2CToHTTP: with WithH2CToHTTP, an h2c connection carries HTTP/JSON,
+// JSON-RPC and gRPC (through ServeHTTP).
+func TestH2CToHTTP(t *testing.T) {
+	_, addr := start(t, nil, gateway.WithH2CToHTTP(true))
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &protos}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: 20 * time.Second}
+	resp, b := post(t, hc, "http://"+addr+"/Arith/Add", `{"A":2,"B":3}`, nil)
+	if resp.StatusCode != 200 || string(b) != "5" || resp.ProtoMajor != 2 {
+		t.Fatalf("HTTP/JSON over h2c: %s %d %s", resp.Proto, resp.StatusCode, b)
+	}
+	resp, b = post(t, hc, "http://"+addr+"/", `{"jsonrpc":"2.0","method":"Arith.Add","params":{"A":1,"B":1},"id":1}`, nil)
+	if resp.StatusCode != 200 || string(b) != `{"jsonrpc":"2.0","result":2,"id":1}` || resp.ProtoMajor != 2 {
+		t.Fatalf("JSON-RPC over h2c: %s %d %s", resp.Proto, resp.StatusCode, b)
+	}
+	cc := grpcConn(t, addr)
+	in, out := benchpb.New(), new(benchpb.BenchmarkMessage)
+	if err := cc.Invoke(context.Background(), "/Hello/Say", in, out); err != nil || demo.CheckReply(in, out) != nil {
+		t.Fatalf("gRPC over h2c through net/http: %v", err)
+	}
+}
