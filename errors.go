@@ -66,64 +66,92 @@ func (c Code) String() string {
 	return "code_" + strconv.Itoa(int(c))
 }
 
-// NotProcessed reports whether an error with this code means the server did
-// not run the call, so that retrying it elsewhere cannot run it twice:
-// Unavailable and ShuttingDown.
-func (c Code) NotProcessed() bool { return c == Unavailable || c == ShuttingDown }
-
-// Error is Fleet's error: a Code, a message, and optionally the error that
+// Error is Fleet's error: a Code, a message, and optionally the errors that
 // caused it. A handler's own error reaches the caller as an *Error whose
 // Message is the handler's message, unchanged.
 //
-// errors.Is(err, target) holds when target is an *Error with the same Code
-// and either an empty Message or the same Message, so a sentinel such as
-// &Error{Code: NotFound} matches every NotFound error. errors.As finds the
-// *Error in a chain. Error values are immutable once made and safe to share.
+// An *Error is immutable: its fields are unexported and read through Code,
+// Message and Unwrap, so an *Error is safe to share between goroutines and
+// to use as a package-level sentinel.
+//
+// errors.Is(err, target) holds when target is an *Error with the same code
+// and either an empty message or the same message, so a sentinel such as
+// NewError(NotFound, "") matches every NotFound error. errors.Is and
+// errors.As also search the causes (see Errorf and WrapError).
 type Error struct {
-	Code    Code
-	Message string
-	cause   error
+	code   Code
+	msg    string
+	causes []error
 }
 
-// NewError returns an *Error with the code and message.
-func NewError(code Code, msg string) *Error { return &Error{Code: code, Message: msg} }
+// NewError returns an *Error with the code and message and no cause.
+func NewError(code Code, msg string) *Error { return &Error{code: code, msg: msg} }
 
-// Errorf returns an *Error with the code and a formatted message. A %w verb
-// makes the wrapped error reachable by errors.Is and errors.As.
+// Errorf returns an *Error with the code and a message formatted as
+// fmt.Errorf formats it. Every %w operand becomes a cause: errors.Is and
+// errors.As find each of them, as with fmt.Errorf's own multi-%w errors.
 func Errorf(code Code, format string, args ...any) *Error {
 	err := fmt.Errorf(format, args...)
-	return &Error{Code: code, Message: err.Error(), cause: errors.Unwrap(err)}
+	e := &Error{code: code, msg: err.Error()}
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		e.causes = u.Unwrap()
+	case interface{ Unwrap() error }:
+		if c := u.Unwrap(); c != nil {
+			e.causes = []error{c}
+		}
+	}
+	return e
 }
 
-// WrapError returns an *Error with the code whose message is err's and which
-// unwraps to err. It returns nil for a nil err.
+// WrapError returns an *Error with the code whose message is err's and whose
+// cause is err. It returns nil for a nil err.
 func WrapError(code Code, err error) *Error {
 	if err == nil {
 		return nil
 	}
-	return &Error{Code: code, Message: err.Error(), cause: err}
+	return &Error{code: code, msg: err.Error(), causes: []error{err}}
+}
+
+// Code returns the error's code; Unknown for a nil *Error.
+func (e *Error) Code() Code {
+	if e == nil {
+		return Unknown
+	}
+	return e.code
+}
+
+// Message returns the error's message without the code prefix; for a
+// handler's error it is the handler's message, unchanged.
+func (e *Error) Message() string {
+	if e == nil {
+		return ""
+	}
+	return e.msg
 }
 
 // Error formats the error as "code: message", such as
-// "not_found: unknown service \"Foo\"".
+// "not_found: unknown service \"Foo\"", or the code alone when the
+// message is empty.
 func (e *Error) Error() string {
-	if e.Message == "" {
-		return e.Code.String()
+	if e.msg == "" {
+		return e.code.String()
 	}
-	return e.Code.String() + ": " + e.Message
+	return e.code.String() + ": " + e.msg
 }
 
-// Unwrap returns the error this one wraps, if any.
-func (e *Error) Unwrap() error { return e.cause }
+// Unwrap returns the errors this one wraps (nil when none). The slice is
+// the error's own and must not be modified; errors.Is and errors.As walk it.
+func (e *Error) Unwrap() []error { return e.causes }
 
 // Is reports whether target is an *Error with e's code and, when target's
-// Message is not empty, e's message.
+// message is not empty, e's message.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
 	if !ok {
 		return false
 	}
-	return t.Code == e.Code && (t.Message == "" || t.Message == e.Message)
+	return t.code == e.code && (t.msg == "" || t.msg == e.msg)
 }
 
 // CodeOf returns the code of err: OK for nil; the Code of the first *Error
@@ -135,7 +163,7 @@ func CodeOf(err error) Code {
 	}
 	var fe *Error
 	if errors.As(err, &fe) {
-		return fe.Code
+		return fe.code
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):

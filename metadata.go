@@ -3,6 +3,8 @@ package fleet
 import (
 	"context"
 	"net"
+
+	"github.com/fleetrpc/fleet/internal/ctxkey"
 )
 
 // Metadata is a call's string key/value pairs, sent beside the payload in
@@ -30,7 +32,6 @@ func (md Metadata) Clone() Metadata {
 const AuthKey = "authorization"
 
 type outgoingKey struct{}
-type responseSinkKey struct{}
 
 // WithOutgoingMetadata returns a context whose calls send md as request
 // metadata, merged over any metadata already attached to ctx (keys in md
@@ -58,14 +59,7 @@ func OutgoingMetadata(ctx context.Context) Metadata {
 // when the server sent none). dst is written before the call returns and
 // must not be read concurrently with the call.
 func WithResponseMetadata(ctx context.Context, dst *Metadata) context.Context {
-	return context.WithValue(ctx, responseSinkKey{}, dst)
-}
-
-// ResponseMetadataSink returns the destination set by WithResponseMetadata,
-// or nil. Client implementations use it.
-func ResponseMetadataSink(ctx context.Context) *Metadata {
-	p, _ := ctx.Value(responseSinkKey{}).(*Metadata)
-	return p
+	return context.WithValue(ctx, ctxkey.ResponseSink{}, dst)
 }
 
 // CallInfo describes the call a server handler is running. Server
@@ -87,16 +81,10 @@ type CallInfo struct {
 	ResponseMetadata Metadata
 }
 
-type callInfoKey struct{}
-
-// CallInfoKey is the context key under which servers store the *CallInfo.
-// Use CallInfoFrom to read it.
-var CallInfoKey any = callInfoKey{}
-
 // CallInfoFrom returns the *CallInfo of the call ctx belongs to, or nil
 // outside a server handler.
 func CallInfoFrom(ctx context.Context) *CallInfo {
-	ci, _ := ctx.Value(CallInfoKey).(*CallInfo)
+	ci, _ := ctx.Value(ctxkey.CallInfo{}).(*CallInfo)
 	return ci
 }
 

@@ -30,4 +30,9 @@
 // and the protobuf messages of the math and log scenarios in
 // bench/benchmsg from fleetbench.proto (the commands are in those
 // files).
+//
+// It owns the harness, the scenarios and the report. It may import the core
+// packages and bench/peers; nothing in the core module imports it, which is
+// why it is a module of its own (gRPC, Thrift and gonum stay out of the
+// core's graph).
 package bench

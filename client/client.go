@@ -12,6 +12,8 @@ import (
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/codec"
 	"github.com/fleetrpc/fleet/compress"
+	"github.com/fleetrpc/fleet/internal/bufpool"
+	"github.com/fleetrpc/fleet/internal/ctxkey"
 	"github.com/fleetrpc/fleet/internal/transport"
 	"github.com/fleetrpc/fleet/protocol"
 )
@@ -37,11 +39,12 @@ var (
 // by sequence id in whatever order they arrive. A broken connection fails
 // every pending call at once; a Client does not reconnect (XClient does).
 type Client struct {
-	opts   options
-	nc     net.Conn
-	r      *protocol.Reader
-	w      *transport.Writer
-	invoke Invoker
+	opts       options
+	nc         net.Conn
+	r          *protocol.Reader
+	w          *transport.Writer
+	invoke     Invoker // Call and Go: the interceptors around call, built once
+	invokeSend Invoker // Send: the interceptors around sendOneway, built once
 
 	seq      atomic.Uint64
 	received atomic.Uint64 // frames read, for heartbeats
@@ -119,13 +122,8 @@ func newClient(nc net.Conn, o options) *Client {
 		done:    make(chan struct{}),
 	}
 	c.opts.limits = c.r.Limits().WithDefaults()
-	c.invoke = c.call
-	for i := len(o.interceptors) - 1; i >= 0; i-- {
-		ic, next := o.interceptors[i], c.invoke
-		c.invoke = func(ctx context.Context, service, method string, args, reply any) error {
-			return ic(ctx, service, method, args, reply, next)
-		}
-	}
+	c.invoke = chain(o.interceptors, c.call)
+	c.invokeSend = chain(o.interceptors, c.sendOneway)
 	go c.readLoop()
 	go c.writeLoop()
 	return c
@@ -186,7 +184,7 @@ func (c *Client) Call(ctx context.Context, service, method string, args, reply a
 func (c *Client) call(ctx context.Context, service, method string, args, reply any) error {
 	call := callPool.Get().(*Call)
 	call.Reply = reply
-	call.mdSink = fleet.ResponseMetadataSink(ctx)
+	call.mdSink, _ = ctx.Value(ctxkey.ResponseSink{}).(*fleet.Metadata)
 	if err := c.send(ctx, call, service, method, args, false); err != nil {
 		c.recycle(call)
 		return err
@@ -217,15 +215,36 @@ func (c *Client) recycle(call *Call) {
 // Go starts a call and returns at once. The call is sent on done when it
 // completes; done must be buffered (a nil done gets a new channel of 1).
 // ctx behaves as for Call: at its deadline or cancellation the call
-// completes with DeadlineExceeded or Canceled. Interceptors do not apply.
+// completes with DeadlineExceeded or Canceled. The client's interceptors
+// run around the call as for Call; with interceptors configured, each Go
+// call runs them on a goroutine of its own, which ends when the call
+// completes.
 func (c *Client) Go(ctx context.Context, service, method string, args, reply any, done chan *Call) *Call {
 	if done == nil {
 		done = make(chan *Call, 1)
 	} else if cap(done) == 0 {
 		panic("client: Go with an unbuffered done channel")
 	}
+	if len(c.opts.interceptors) == 0 {
+		return c.goCall(ctx, service, method, args, reply, done)
+	}
 	call := &Call{Service: service, Method: method, Args: args, Reply: reply, Done: done}
-	call.mdSink = fleet.ResponseMetadataSink(ctx)
+	sink, _ := ctx.Value(ctxkey.ResponseSink{}).(*fleet.Metadata)
+	ictx := fleet.WithResponseMetadata(ctx, &call.ResponseMetadata)
+	go func() {
+		call.Error = c.invoke(ictx, service, method, args, reply)
+		if sink != nil {
+			*sink = call.ResponseMetadata
+		}
+		call.complete()
+	}()
+	return call
+}
+
+// goCall starts an asynchronous call without interceptors.
+func (c *Client) goCall(ctx context.Context, service, method string, args, reply any, done chan *Call) *Call {
+	call := &Call{Service: service, Method: method, Args: args, Reply: reply, Done: done}
+	call.mdSink, _ = ctx.Value(ctxkey.ResponseSink{}).(*fleet.Metadata)
 	if err := c.send(ctx, call, service, method, args, false); err != nil {
 		call.Error = err
 		call.complete()
@@ -252,9 +271,28 @@ func (c *Client) Go(ctx context.Context, service, method string, args, reply any
 
 // Send sends a oneway call: the server runs it and sends nothing back, not
 // even an error. It returns once the request is queued for writing (nil),
-// or the error that prevented that.
+// or the error that prevented that. The client's interceptors run around
+// it with a nil reply; their invoke returns once the request is queued.
 func (c *Client) Send(ctx context.Context, service, method string, args any) error {
+	return c.invokeSend(ctx, service, method, args, nil)
+}
+
+// sendOneway is the end of Send's interceptor chain.
+func (c *Client) sendOneway(ctx context.Context, service, method string, args, _ any) error {
 	return c.send(ctx, nil, service, method, args, true)
+}
+
+// chain composes interceptors around final, the first one outermost. It
+// runs once, when the client is made.
+func chain(ics []Interceptor, final Invoker) Invoker {
+	h := final
+	for i := len(ics) - 1; i >= 0; i-- {
+		ic, next := ics[i], h
+		h = func(ctx context.Context, service, method string, args, reply any) error {
+			return ic(ctx, service, method, args, reply, next)
+		}
+	}
+	return h
 }
 
 // send encodes and queues a request; for two-way calls it registers call
@@ -299,12 +337,12 @@ func (c *Client) send(ctx context.Context, call *Call, service, method string, a
 		h.Seq = c.seq.Add(1)
 		call.seq = h.Seq
 	}
-	bp := protocol.GetBuffer(max(1024, int(c.sizeHint.Load())))
+	bp := bufpool.Get(max(1024, int(c.sizeHint.Load())))
 	buf, start := protocol.BeginFrame((*bp)[:0], &h, service, method, md)
 	p0 := len(buf)
 	buf, err := codec.MarshalAppend(cd, buf, args)
 	if err == nil && c.opts.comp != compress.None && len(buf)-p0 >= c.opts.compressMin {
-		buf, err = c.compress(buf, start, p0)
+		buf, err = protocol.CompressPayload(buf, start, p0, c.opts.comp)
 	}
 	if err == nil {
 		err = protocol.EndFrame(buf, start, c.opts.limits.MaxFrameSize)
@@ -335,25 +373,8 @@ func (c *Client) send(ctx context.Context, call *Call, service, method string, a
 		c.sizeHint.Store(n)
 	}
 	*bp = buf
-	protocol.Release(bp)
+	bufpool.Put(bp)
 	return err
-}
-
-func (c *Client) compress(buf []byte, start, p0 int) ([]byte, error) {
-	comp := compress.Get(c.opts.comp)
-	if comp == nil {
-		return buf, fleet.Errorf(fleet.InvalidArgument, "compression %d is not registered", c.opts.comp)
-	}
-	tp := protocol.GetBuffer(len(buf) - p0)
-	out, err := comp.Compress((*tp)[:0], buf[p0:])
-	if err == nil && len(out) < len(buf)-p0 {
-		buf = append(buf[:p0], out...)
-		buf[start+8] |= byte(protocol.FlagCompressed)
-		buf[start+10] = byte(c.opts.comp)
-	}
-	*tp = out
-	protocol.Release(tp)
-	return buf, err
 }
 
 // notSent marks err as a failure before the request reached the wire.
@@ -367,7 +388,7 @@ func notSent(err error) error {
 	}
 	msg := err.Error()
 	if fe, ok := err.(*fleet.Error); ok {
-		msg = fe.Message
+		msg = fe.Message()
 	}
 	return &notSentError{fleet.NewError(code, msg), err}
 }
@@ -399,7 +420,7 @@ func (c *Client) finish(call *Call) error {
 	}
 	f := &call.resp
 	defer func() {
-		protocol.Release(call.respBuf)
+		bufpool.Put(call.respBuf)
 		call.respBuf = nil
 		call.resp = protocol.Frame{}
 	}()
@@ -415,20 +436,11 @@ func (c *Client) finish(call *Call) error {
 	if call.Reply == nil {
 		return nil
 	}
-	payload := f.Payload
-	if f.Flags&protocol.FlagCompressed != 0 {
-		comp := compress.Get(compress.ID(f.Compression))
-		if comp == nil {
-			return fleet.Errorf(fleet.InvalidArgument, "response uses unknown compression %d", f.Compression)
-		}
-		bp := protocol.GetBuffer(len(payload) * 4)
-		out, err := comp.Decompress((*bp)[:0], payload, c.opts.limits.MaxDecompressedSize)
-		defer func() { *bp = out; protocol.Release(bp) }()
-		if err != nil {
-			return fleet.Errorf(fleet.ResourceExhausted, "decompress response: %v", err)
-		}
-		payload = out
+	payload, bp, err := protocol.DecompressPayload(f, c.opts.limits.MaxDecompressedSize)
+	if err != nil {
+		return fleet.Errorf(fleet.CodeOf(err), "response: %w", err)
 	}
+	defer bufpool.Put(bp)
 	cd := codec.Get(codec.ID(f.Codec))
 	if cd == nil {
 		return fleet.Errorf(fleet.InvalidArgument, "response uses unknown codec %d", f.Codec)
@@ -455,7 +467,7 @@ func (c *Client) readLoop() {
 			delete(c.pending, f.Seq)
 			c.mu.Unlock()
 			if call == nil { // the caller gave up on it
-				protocol.Release(buf)
+				bufpool.Put(buf)
 				continue
 			}
 			call.resp, call.respBuf = f, buf
@@ -464,17 +476,17 @@ func (c *Client) readLoop() {
 			}
 			call.complete()
 		case protocol.TypePing:
-			protocol.Release(buf)
-			var b [protocol.HeaderSize + 3]byte
-			out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypePong, Seq: f.Seq}, "", "", nil, nil, 0)
+			bufpool.Put(buf)
+			var b [protocol.ControlFrameSize]byte
+			out := protocol.AppendControl(b[:0], protocol.TypePong, f.Seq)
 			_ = c.w.Write(out)
 		case protocol.TypeGoAway:
-			protocol.Release(buf)
+			bufpool.Put(buf)
 			if !c.draining.Swap(true) {
 				go c.ackGoAway()
 			}
 		default:
-			protocol.Release(buf)
+			bufpool.Put(buf)
 		}
 	}
 }
@@ -485,8 +497,8 @@ func (c *Client) readLoop() {
 func (c *Client) ackGoAway() {
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
-	var b [protocol.HeaderSize + 3]byte
-	out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypeGoAway}, "", "", nil, nil, 0)
+	var b [protocol.ControlFrameSize]byte
+	out := protocol.AppendControl(b[:0], protocol.TypeGoAway, 0)
 	_ = c.w.Write(out)
 }
 
@@ -511,8 +523,8 @@ func (c *Client) writeLoop() {
 			return
 		}
 		outstanding = true
-		var b [protocol.HeaderSize + 3]byte
-		out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypePing, Seq: last}, "", "", nil, nil, 0)
+		var b [protocol.ControlFrameSize]byte
+		out := protocol.AppendControl(b[:0], protocol.TypePing, last)
 		_ = c.w.Write(out)
 	})
 	if err != nil {

@@ -13,10 +13,20 @@
 // failures by its FailMode: Failfast, Failover (another server), Failtry
 // (the same server), Failbackup (a backup request after a delay). Retries
 // are bounded by attempts, the caller's deadline and a RetryBudget; a
-// circuit breaker per server (github.com/sony/gobreaker) skips failing
+// circuit breaker per server (BreakerSettings) skips failing
 // servers and probes them back. Broadcast and Fork call every server.
 //
 // Errors are *fleet.Error values; errors.Is with ErrNotSent tells a call
 // that never reached the wire (safe to retry anywhere) from one whose
 // connection broke after sending (ErrConnectionLost).
+//
+// # Owns and imports
+//
+// This package owns calling: connections to servers, request encoding,
+// response matching, client interceptors, and for XClient the endpoint
+// table, retries, retry budget, circuit breakers and fan-out. It imports
+// the root package, protocol, codec, compress, registry (the interfaces)
+// and selector. It must not import server or any registry backend
+// (registry/static included): backends are handed in as a
+// registry.Discovery. The root package's TestPackageImports checks this.
 package client

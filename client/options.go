@@ -20,8 +20,14 @@ func (f optionFunc) apply(o *options) { f(o) }
 // Invoker performs a call.
 type Invoker func(ctx context.Context, service, method string, args, reply any) error
 
-// Interceptor wraps calls made with Call: it may inspect or change the
-// call and must call invoke to perform it.
+// Interceptor wraps every call a Client makes, with Call, Go and Send
+// alike: it may inspect or change the call and must call invoke to perform
+// it (or return without it to fail the call). For Send, reply is nil and
+// invoke returns once the oneway request is queued. For Go, the chain runs
+// on the call's own goroutine and its result completes the *Call.
+//
+// A Client composes its interceptors into one chain when it is made, not
+// per call.
 type Interceptor func(ctx context.Context, service, method string, args, reply any, invoke Invoker) error
 
 type options struct {
@@ -94,8 +100,9 @@ func WithTLS(cfg *tls.Config) Option { return optionFunc(func(o *options) { o.tl
 // (metadata set on the call's context wins). Default: none.
 func WithAuthToken(token string) Option { return optionFunc(func(o *options) { o.authToken = token }) }
 
-// WithInterceptor adds interceptors around Call; the first added is the
-// outermost. Default: none.
+// WithInterceptor adds interceptors around Call, Go and Send; the first
+// added is the outermost (it runs first and sees the result last).
+// Default: none.
 func WithInterceptor(ics ...Interceptor) Option {
 	return optionFunc(func(o *options) { o.interceptors = append(o.interceptors, ics...) })
 }

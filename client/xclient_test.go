@@ -16,7 +16,6 @@ import (
 	"github.com/fleetrpc/fleet/registry/static"
 	"github.com/fleetrpc/fleet/selector"
 	"github.com/fleetrpc/fleet/server"
-	"github.com/sony/gobreaker/v2"
 )
 
 type Req struct{ N int }
@@ -198,7 +197,7 @@ func TestRetryBudget(t *testing.T) {
 	tab, _ := newTable(t, a, b)
 	x := newX(t, tab, client.WithMaxAttempts(5), client.WithBackoff(0, 0),
 		client.WithRetryBudget(client.NewRetryBudget(0.1, 0, 10*time.Second)),
-		client.WithBreaker(gobreaker.Settings{ReadyToTrip: func(gobreaker.Counts) bool { return false }}))
+		client.WithBreaker(client.BreakerSettings{Disabled: true}))
 	const calls = 1000
 	var budgetErrs int
 	for i := 0; i < calls; i++ {
@@ -329,7 +328,7 @@ func TestBreakerSkipsFailingServer(t *testing.T) {
 	good := startNode(t, "good", nil)
 	tab, _ := newTable(t, bad, good)
 	x := newX(t, tab, client.WithFailMode(client.Failfast), client.WithSelector(selector.NewRoundRobin()),
-		client.WithBreaker(gobreaker.Settings{Timeout: time.Minute, ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 3 }}))
+		client.WithBreaker(client.BreakerSettings{Failures: 3, OpenFor: time.Minute}))
 	for i := 0; i < 100; i++ {
 		x.Call(context.Background(), "Do", &Req{}, &Rep{})
 	}

@@ -49,4 +49,11 @@
 // to Unmarshal, and must return an error rather than panic on bad input.
 // Registering under a used ID replaces the codec there, which is how a
 // built-in codec is swapped for another implementation of the same format.
+//
+// # Owns and imports
+//
+// This package owns payload encodings and their one-byte IDs. It must not
+// import any other Fleet package (not even the root package), so that any
+// package can use a codec; the root package's TestPackageImports checks
+// this.
 package codec

@@ -43,4 +43,10 @@
 // A Compressor must be safe for concurrent use, must not retain src or dst,
 // must honor the limit as described above, and must return an error rather
 // than panic on bad input.
+//
+// # Owns and imports
+//
+// This package owns payload compressors and their one-byte IDs. It must
+// not import any other Fleet package (not even the root package); the
+// root package's TestPackageImports checks this.
 package compress

@@ -12,4 +12,17 @@
 // a frame or section over its limit (wrapping ErrTooLarge) and
 // InvalidArgument for one that does not parse (wrapping ErrMalformed). A
 // connection that yields either must be closed: framing is lost.
+//
+// # Owns and imports
+//
+// The package owns the bytes of a frame: the header layout and its
+// accessors (SetCompressed writes the compression fields of an encoded
+// header), control frames (AppendControl for ping, pong and go-away) and
+// payload compression (CompressPayload and DecompressPayload, shared by
+// client and server). Client and server never index a frame's bytes
+// themselves.
+//
+// It imports only the root package (for errors and metadata), compress
+// and internal/bufpool. It must not import codec, server, client, selector
+// or registry; the root package's TestPackageImports checks this.
 package protocol

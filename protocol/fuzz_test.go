@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fleetrpc/fleet"
+	"github.com/fleetrpc/fleet/internal/bufpool"
 	"github.com/fleetrpc/fleet/protocol"
 )
 
@@ -45,9 +46,9 @@ func FuzzReadFrame(f *testing.F) {
 				if g.Header != fr.Header || !bytes.Equal(g.Payload, fr.Payload) || !bytes.Equal(g.Service, fr.Service) {
 					t.Fatal("re-encoded frame differs")
 				}
-				protocol.Release(gb)
+				bufpool.Put(gb)
 			}
-			protocol.Release(b)
+			bufpool.Put(b)
 		}
 	})
 }

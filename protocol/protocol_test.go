@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fleetrpc/fleet"
+	"github.com/fleetrpc/fleet/internal/bufpool"
 	"github.com/fleetrpc/fleet/protocol"
 )
 
@@ -43,7 +44,7 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer protocol.Release(b)
+			defer bufpool.Put(b)
 			if f.Header != tt.h {
 				t.Errorf("header = %+v, want %+v", f.Header, tt.h)
 			}
@@ -87,7 +88,7 @@ func TestManyFramesOneStream(t *testing.T) {
 		if f.Seq != uint64(i) || len(f.Payload) != i {
 			t.Fatalf("frame %d: seq %d, %d payload bytes", i, f.Seq, len(f.Payload))
 		}
-		protocol.Release(b)
+		bufpool.Put(b)
 	}
 }
 

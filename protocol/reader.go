@@ -64,7 +64,9 @@ func (r *Reader) Buffered() int { return r.r.Buffered() }
 const firstChunk = 64 << 10
 
 // ReadFrame reads and parses the next frame. The returned buffer holds the
-// frame's bytes; pass it to Release once the frame is no longer used. Any
+// frame's bytes (the Frame's slices point into it) and comes from Fleet's
+// internal buffer pool: Fleet's client and server give it back once the
+// frame is no longer used; other callers may simply drop it. Any
 // error other than io.EOF on a frame boundary is fatal to the stream: the
 // length prefix is checked against the limits before any allocation, and a
 // frame that breaks a limit or does not parse yields a *fleet.Error.
@@ -87,14 +89,14 @@ func (r *Reader) ReadFrame() (Frame, *[]byte, error) {
 			nbp := bufpool.Get(min(n, 2*cap(b)))
 			*nbp = append((*nbp)[:0], b...)
 			*bp = b
-			Release(bp)
+			bufpool.Put(bp)
 			bp, b = nbp, *nbp
 		}
 		m, err := r.r.Read(b[len(b):min(n, cap(b))])
 		b = b[:len(b)+m]
 		if err != nil && len(b) < n {
 			*bp = b
-			Release(bp)
+			bufpool.Put(bp)
 			if err == io.EOF {
 				err = malformed("stream ended inside a frame")
 			}
@@ -104,16 +106,8 @@ func (r *Reader) ReadFrame() (Frame, *[]byte, error) {
 	*bp = b
 	f, err := Parse(b, &r.lim)
 	if err != nil {
-		Release(bp)
+		bufpool.Put(bp)
 		return Frame{}, nil, err
 	}
 	return f, bp, nil
 }
-
-// Release returns a buffer from ReadFrame to the pool. The frame parsed
-// from it must not be used afterwards.
-func Release(b *[]byte) { bufpool.Put(b) }
-
-// GetBuffer returns a pooled buffer with capacity at least n, for building
-// frames; give it back with Release.
-func GetBuffer(n int) *[]byte { return bufpool.Get(n) }

@@ -1,11 +1,3 @@
-// Package registry defines how Fleet servers announce themselves and how
-// clients find them: a server-side Registrar and a client-side Discovery,
-// two small interfaces with one implementation per backend in the
-// subpackages (static, etcd, zookeeper, redis, nats, mdns).
-//
-// This package has no dependencies beyond the standard library, so core
-// packages may import it; the backends' clients live only in their
-// subpackages.
 package registry
 
 import (

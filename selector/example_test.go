@@ -23,7 +23,7 @@ func ExampleNewWeightedRoundRobin() {
 }
 
 func ExampleNew() {
-	s, err := selector.New("hash", selector.Config{VirtualNodes: 200})
+	s, err := selector.New("hash", selector.Config{Hash: selector.HashConfig{VirtualNodes: 200}})
 	if err != nil {
 		panic(err)
 	}
@@ -46,7 +46,7 @@ func ExampleNew() {
 }
 
 func ExampleFiltered() {
-	s := selector.Filtered(selector.NewP2C(selector.Config{}), selector.ByVersion("v2"))
+	s := selector.Filtered(selector.NewP2C(selector.P2CConfig{}), selector.ByVersion("v2"))
 	s.Update([]registry.Instance{
 		{Service: "Arith", Addr: "old:8972", Version: "v1"},
 		{Service: "Arith", Addr: "new:8972", Version: "v2"},

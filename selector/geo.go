@@ -20,9 +20,9 @@ import (
 // so servers in one city or data centre share the load.
 //
 // The point (0, 0) means "location unknown": servers there rank after every
-// located server, and a client there (the zero Config) treats all servers
+// located server, and a client there (the zero GeoConfig) treats all servers
 // as equally near. Select allocates nothing and never blocks.
-func NewGeo(cfg Config) Selector {
+func NewGeo(cfg GeoConfig) Selector {
 	return &geo{lat: cfg.Latitude, lon: cfg.Longitude, near: cfg.nearKm()}
 }
 

@@ -20,11 +20,11 @@ var cities = []registry.Instance{
 }
 
 func TestGeo(t *testing.T) {
-	paris := selector.Config{Latitude: 48.8566, Longitude: 2.3522}
-	withNear := func(km float64) selector.Config { c := paris; c.NearKm = km; return c }
+	paris := selector.GeoConfig{Latitude: 48.8566, Longitude: 2.3522}
+	withNear := func(km float64) selector.GeoConfig { c := paris; c.NearKm = km; return c }
 	tests := []struct {
 		name    string
-		cfg     selector.Config
+		cfg     selector.GeoConfig
 		servers []string // subset of cities by Addr; nil: all
 		exclude []string
 		want    []string // the servers that may be chosen, each at some point
@@ -37,9 +37,9 @@ func TestGeo(t *testing.T) {
 		{name: "narrower tolerance", cfg: withNear(130), exclude: []string{"paris:1", "paris-est:1"}, want: []string{"london:1"}},
 		{name: "unknown location last", cfg: paris, servers: []string{"nowhere:1", "madrid:1"}, want: []string{"madrid:1"}},
 		{name: "only unknown", cfg: paris, servers: []string{"nowhere:1"}, want: []string{"nowhere:1"}},
-		{name: "client unknown", cfg: selector.Config{}, servers: []string{"madrid:1", "london:1", "nowhere:1"},
+		{name: "client unknown", cfg: selector.GeoConfig{}, servers: []string{"madrid:1", "london:1", "nowhere:1"},
 			want: []string{"madrid:1", "london:1", "nowhere:1"}},
-		{name: "from Madrid", cfg: selector.Config{Latitude: 40.4, Longitude: -3.7}, want: []string{"madrid:1"}},
+		{name: "from Madrid", cfg: selector.GeoConfig{Latitude: 40.4, Longitude: -3.7}, want: []string{"madrid:1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -29,7 +29,7 @@ import (
 //
 // Update sorts the ring once; Select hashes the key and binary-searches the
 // ring, in O(log(n × VirtualNodes)), allocating nothing and never blocking.
-func NewConsistentHash(cfg Config) Selector {
+func NewConsistentHash(cfg HashConfig) Selector {
 	return &consistentHash{points: cfg.virtualNodes(), weighted: cfg.WeightedNodes}
 }
 

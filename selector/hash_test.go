@@ -25,7 +25,7 @@ func assign(s selector.Selector) []string {
 }
 
 func TestConsistentHashAddServer(t *testing.T) {
-	s := selector.NewConsistentHash(selector.Config{})
+	s := selector.NewConsistentHash(selector.HashConfig{})
 	list := servers(11)
 	s.Update(list[:10])
 	before := assign(s)
@@ -55,7 +55,7 @@ func TestConsistentHashAddServer(t *testing.T) {
 func TestConsistentHashRemoveServer(t *testing.T) {
 	for _, removed := range []int{0, 4, 9} {
 		t.Run(fmt.Sprint(removed), func(t *testing.T) {
-			s := selector.NewConsistentHash(selector.Config{})
+			s := selector.NewConsistentHash(selector.HashConfig{})
 			list := servers(10)
 			s.Update(list)
 			before := assign(s)
@@ -81,7 +81,7 @@ func TestConsistentHashRemoveServer(t *testing.T) {
 // TestConsistentHashDraining: a draining server leaves the ring as if
 // removed.
 func TestConsistentHashDraining(t *testing.T) {
-	s := selector.NewConsistentHash(selector.Config{})
+	s := selector.NewConsistentHash(selector.HashConfig{})
 	list := servers(5)
 	s.Update(list)
 	before := assign(s)
@@ -99,12 +99,12 @@ func TestConsistentHashDraining(t *testing.T) {
 // the server the key would have if the owner had left the ring.
 func TestConsistentHashExcludeWalksRing(t *testing.T) {
 	list := servers(6)
-	full := selector.NewConsistentHash(selector.Config{})
+	full := selector.NewConsistentHash(selector.HashConfig{})
 	full.Update(list)
 	for i := range 100 { // a ring per key: 100 keys suffice
 		key := fmt.Sprint("order-", i)
 		owner := full.Select(&selector.Pick{Key: key})
-		without := selector.NewConsistentHash(selector.Config{})
+		without := selector.NewConsistentHash(selector.HashConfig{})
 		without.Update(slices.DeleteFunc(slices.Clone(list), func(in registry.Instance) bool { return in.Key() == owner }))
 		want := without.Select(&selector.Pick{Key: key})
 		if got := full.Select(&selector.Pick{Key: key, Exclude: excludeSet(owner)}); got != want {
@@ -115,12 +115,12 @@ func TestConsistentHashExcludeWalksRing(t *testing.T) {
 
 func TestConsistentHashOrderAndDeterminism(t *testing.T) {
 	list := servers(8)
-	a := selector.NewConsistentHash(selector.Config{})
+	a := selector.NewConsistentHash(selector.HashConfig{})
 	a.Update(list)
 	shuffled := slices.Clone(list)
 	rand.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 	shuffled = append(shuffled, list[3]) // a duplicate is ignored
-	b := selector.NewConsistentHash(selector.Config{})
+	b := selector.NewConsistentHash(selector.HashConfig{})
 	b.Update(shuffled)
 	if !slices.Equal(assign(a), assign(b)) {
 		t.Fatal("the ring depends on the order of the servers")
@@ -143,15 +143,15 @@ func TestConsistentHashOrderAndDeterminism(t *testing.T) {
 func TestConsistentHashBalance(t *testing.T) {
 	tests := []struct {
 		name     string
-		cfg      selector.Config
+		cfg      selector.HashConfig
 		weights  []int
 		wantFrac []float64
 	}{
-		{"equal", selector.Config{}, []int{1, 1, 1, 1}, []float64{.25, .25, .25, .25}},
-		{"weights ignored", selector.Config{}, []int{1, 3}, []float64{.5, .5}},
-		{"weighted nodes", selector.Config{WeightedNodes: true}, []int{1, 3}, []float64{.25, .75}},
-		{"more nodes", selector.Config{VirtualNodes: 500}, []int{1, 1}, []float64{.5, .5}},
-		{"huge weight capped", selector.Config{WeightedNodes: true}, []int{1, math.MaxInt}, []float64{160.0 / (160 + 65536), 65536.0 / (160 + 65536)}},
+		{"equal", selector.HashConfig{}, []int{1, 1, 1, 1}, []float64{.25, .25, .25, .25}},
+		{"weights ignored", selector.HashConfig{}, []int{1, 3}, []float64{.5, .5}},
+		{"weighted nodes", selector.HashConfig{WeightedNodes: true}, []int{1, 3}, []float64{.25, .75}},
+		{"more nodes", selector.HashConfig{VirtualNodes: 500}, []int{1, 1}, []float64{.5, .5}},
+		{"huge weight capped", selector.HashConfig{WeightedNodes: true}, []int{1, math.MaxInt}, []float64{160.0 / (160 + 65536), 65536.0 / (160 + 65536)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -44,7 +44,7 @@ import (
 // Select reads atomics and the monotonic clock; it allocates nothing and
 // never blocks. End serializes updates to one server's estimate with that
 // server's own mutex.
-func NewP2C(cfg Config) Selector {
+func NewP2C(cfg P2CConfig) Selector {
 	return &p2c{
 		tau:     float64(cfg.decay()),
 		penalty: float64(cfg.errorPenalty()),

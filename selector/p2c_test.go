@@ -29,7 +29,7 @@ func simulate(s selector.Selector, picks int, lat func(key string) (time.Duratio
 }
 
 func TestP2CAvoidsSlowServer(t *testing.T) {
-	s := selector.NewP2C(selector.Config{})
+	s := selector.NewP2C(selector.P2CConfig{})
 	s.Update(weighted(1, 1, 1))
 	shares := simulate(s, 10000, func(k string) (time.Duration, error) {
 		if k == "c" {
@@ -49,7 +49,7 @@ func TestP2CAvoidsSlowServer(t *testing.T) {
 // TestP2CInFlight: with equal latencies, calls kept in flight on one server
 // steer traffic away from it.
 func TestP2CInFlight(t *testing.T) {
-	s := selector.NewP2C(selector.Config{})
+	s := selector.NewP2C(selector.P2CConfig{})
 	o := s.(selector.Observer)
 	s.Update(weighted(1, 1, 1))
 	for _, k := range []string{"a", "b", "c"} {
@@ -69,7 +69,7 @@ func TestP2CInFlight(t *testing.T) {
 // TestP2CNewServerGetsTraffic: a server with no samples scores as neutral,
 // so it gets its share next to servers that have history.
 func TestP2CNewServerGetsTraffic(t *testing.T) {
-	s := selector.NewP2C(selector.Config{})
+	s := selector.NewP2C(selector.P2CConfig{})
 	s.Update(weighted(1, 1))
 	simulate(s, 1000, func(string) (time.Duration, error) { return time.Millisecond, nil })
 	s.Update(weighted(1, 1, 1)) // c joins, with no samples
@@ -84,7 +84,7 @@ func TestP2CNewServerGetsTraffic(t *testing.T) {
 }
 
 func TestP2CErrorsPenalised(t *testing.T) {
-	s := selector.NewP2C(selector.Config{ErrorPenalty: 100 * time.Millisecond})
+	s := selector.NewP2C(selector.P2CConfig{ErrorPenalty: 100 * time.Millisecond})
 	s.Update(weighted(1, 1, 1))
 	boom := errors.New("connection refused")
 	// c fails fast: without the penalty it would look like the best.
@@ -103,7 +103,7 @@ func TestP2CErrorsPenalised(t *testing.T) {
 // TestP2CRecovers: estimates decay without samples, so a server once slow
 // is tried again.
 func TestP2CRecovers(t *testing.T) {
-	s := selector.NewP2C(selector.Config{Decay: 10 * time.Millisecond})
+	s := selector.NewP2C(selector.P2CConfig{Decay: 10 * time.Millisecond})
 	o := s.(selector.Observer)
 	s.Update(weighted(1, 1))
 	o.Begin("a")

@@ -19,14 +19,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // geoCfg puts the client in Paris; the servers of servers() are spread
 // around Europe so that geo has something to choose.
-var geoCfg = selector.Config{Latitude: 48.8566, Longitude: 2.3522}
+var geoCfg = selector.GeoConfig{Latitude: 48.8566, Longitude: 2.3522}
 
 // newByName builds a selector of each kind, geo with a located client.
 func newByName(t testing.TB, name string) selector.Selector {
 	t.Helper()
 	cfg := selector.Config{}
 	if name == "geo" {
-		cfg = geoCfg
+		cfg.Geo = geoCfg
 	}
 	s, err := selector.New(name, cfg)
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/codec"
 	"github.com/fleetrpc/fleet/compress"
+	"github.com/fleetrpc/fleet/internal/bufpool"
+	"github.com/fleetrpc/fleet/internal/ctxkey"
 	"github.com/fleetrpc/fleet/internal/transport"
 	"github.com/fleetrpc/fleet/protocol"
 )
@@ -114,16 +116,16 @@ func (c *conn) readLoop() {
 		case protocol.TypeRequest:
 			c.dispatch(f, buf)
 		case protocol.TypePing:
-			var b [protocol.HeaderSize + 3]byte
-			out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypePong, Seq: f.Seq}, "", "", nil, nil, 0)
-			protocol.Release(buf)
+			var b [protocol.ControlFrameSize]byte
+			out := protocol.AppendControl(b[:0], protocol.TypePong, f.Seq)
+			bufpool.Put(buf)
 			_ = c.w.Write(out)
 		case protocol.TypeGoAway:
 			// The client's answer to our go-away: it sends nothing more.
-			protocol.Release(buf)
+			bufpool.Put(buf)
 			c.ackOnce.Do(func() { close(c.acked) })
 		default:
-			protocol.Release(buf) // pongs and stray responses
+			bufpool.Put(buf) // pongs and stray responses
 		}
 	}
 }
@@ -146,7 +148,7 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 	}
 	if refuse != nil {
 		seq, cd := f.Seq, f.Codec
-		protocol.Release(buf)
+		bufpool.Put(buf)
 		if !oneway {
 			c.respond(seq, cd, 0, nil, refuse, nil, nil)
 		}
@@ -164,7 +166,7 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 			c.active.Add(-1)
 			c.held.Add(-int64(cap(*buf)))
 			s.inflight.Add(-1)
-			protocol.Release(buf)
+			bufpool.Put(buf)
 		}
 		return
 	}
@@ -192,11 +194,18 @@ func (s *Server) worker() {
 type callCtx struct {
 	context.Context
 	info fleet.CallInfo
+	m    *methodType // the method the call runs, for the interceptor chain's end
 }
 
+// methodKey is the context key under which a callCtx answers its method.
+type methodKey struct{}
+
 func (c *callCtx) Value(key any) any {
-	if key == fleet.CallInfoKey {
+	switch key.(type) {
+	case ctxkey.CallInfo:
 		return &c.info
+	case methodKey:
+		return c.m
 	}
 	return c.Context.Value(key)
 }
@@ -215,7 +224,7 @@ func (t *task) run() {
 		}
 	}()
 	oneway := f.Flags&protocol.FlagOneway != 0
-	cctx := &callCtx{Context: c.ctx}
+	cctx := &callCtx{Context: c.ctx, m: m}
 	cctx.info = fleet.CallInfo{
 		Service: m.service, Method: m.name, Metadata: f.Metadata(),
 		RemoteAddr: c.remote, LocalAddr: c.local, Oneway: oneway,
@@ -235,7 +244,7 @@ func (t *task) run() {
 	args := reflect.New(m.argType)
 	reply := reflect.New(m.replyType)
 	err := c.decode(f, args.Interface())
-	protocol.Release(t.buf)
+	bufpool.Put(t.buf)
 	t.buf = nil
 
 	if err == nil && s.opts.auth != nil {
@@ -252,9 +261,9 @@ func (t *task) run() {
 	}
 	var replyV any
 	if err == nil {
-		if len(s.opts.interceptors) > 0 {
+		if s.chain != nil {
 			replyV = reply.Interface()
-			err = s.intercept(ctx, &cctx.info, m, args.Interface(), replyV)
+			err = s.chain(ctx, args.Interface(), replyV)
 		} else {
 			err = s.safeCall(ctx, m, args, reply)
 		}
@@ -285,36 +294,42 @@ func (c *conn) decode(f *protocol.Frame, args any) error {
 	if cd == nil {
 		return fleet.Errorf(fleet.InvalidArgument, "unknown codec %d", f.Codec)
 	}
-	payload := f.Payload
-	if f.Flags&protocol.FlagCompressed != 0 {
-		comp := compress.Get(compress.ID(f.Compression))
-		if comp == nil {
-			return fleet.Errorf(fleet.InvalidArgument, "unknown compression %d", f.Compression)
-		}
-		bp := protocol.GetBuffer(len(payload) * 4)
-		out, err := comp.Decompress((*bp)[:0], payload, c.s.opts.limits.MaxDecompressedSize)
-		defer func() { *bp = out; protocol.Release(bp) }()
-		if err != nil {
-			return fleet.Errorf(fleet.ResourceExhausted, "decompress request: %v", err)
-		}
-		payload = out
+	payload, bp, err := protocol.DecompressPayload(f, c.s.opts.limits.MaxDecompressedSize)
+	if err != nil {
+		return fleet.Errorf(fleet.CodeOf(err), "request: %w", err)
 	}
+	defer bufpool.Put(bp)
 	if err := cd.Unmarshal(payload, args); err != nil {
 		return fleet.Errorf(fleet.InvalidArgument, "decode arguments: %v", err)
 	}
 	return nil
 }
 
-func (s *Server) intercept(ctx context.Context, info *fleet.CallInfo, m *methodType, args, reply any) error {
-	next := Handler(func(ctx context.Context, args, reply any) error {
-		return s.safeCall(ctx, m, reflect.ValueOf(args), reflect.ValueOf(reply))
-	})
-	ics := s.opts.interceptors
-	for i := len(ics) - 1; i >= 0; i-- {
-		ic, inner := ics[i], next
-		next = func(ctx context.Context, args, reply any) error { return ic(ctx, info, args, reply, inner) }
+// buildChain composes the interceptors around runHandler, once, when the
+// server is made; nil when there are none. Each link finds the call's info
+// in its context, so running the chain allocates nothing per call.
+func buildChain(ics []Interceptor, final Handler) Handler {
+	if len(ics) == 0 {
+		return nil
 	}
-	return next(ctx, args, reply)
+	h := final
+	for i := len(ics) - 1; i >= 0; i-- {
+		ic, next := ics[i], h
+		h = func(ctx context.Context, args, reply any) error {
+			return ic(ctx, fleet.CallInfoFrom(ctx), args, reply, next)
+		}
+	}
+	return h
+}
+
+// runHandler is the end of the interceptor chain: it runs the handler of
+// the call ctx belongs to.
+func (s *Server) runHandler(ctx context.Context, args, reply any) error {
+	m, _ := ctx.Value(methodKey{}).(*methodType)
+	if m == nil {
+		return fleet.NewError(fleet.Internal, "interceptor passed on a context not derived from the call's")
+	}
+	return s.safeCall(ctx, m, reflect.ValueOf(args), reflect.ValueOf(reply))
 }
 
 // safeCall runs the handler and turns a panic into an Internal error.
@@ -345,14 +360,14 @@ func (c *conn) respond(seq uint64, cdID byte, compID compress.ID, reply any, err
 	if hint != nil {
 		size = max(size, int(hint.Load()))
 	}
-	bp := protocol.GetBuffer(size)
+	bp := bufpool.Get(size)
 	buf := *bp
 	defer func() {
 		if hint != nil && int64(len(buf)) != hint.Load() {
 			hint.Store(int64(len(buf)))
 		}
 		*bp = buf
-		protocol.Release(bp)
+		bufpool.Put(bp)
 	}()
 	h := protocol.Header{Type: protocol.TypeResponse, Codec: cdID, Seq: seq}
 	var start int
@@ -365,7 +380,9 @@ func (c *conn) respond(seq uint64, cdID byte, compID compress.ID, reply any, err
 		if merr != nil {
 			err = fleet.Errorf(fleet.Internal, "encode reply: %v", merr)
 		} else if compID != compress.None && len(buf)-p0 >= c.s.opts.compressMin {
-			buf = compressInPlace(buf, start, p0, compID)
+			// The request arrived compressed with compID, so it is
+			// registered; a compressor error leaves the reply uncompressed.
+			buf, _ = protocol.CompressPayload(buf, start, p0, compID)
 		}
 		if err == nil {
 			if ferr := protocol.EndFrame(buf, start, c.s.opts.limits.MaxFrameSize); ferr != nil {
@@ -376,7 +393,7 @@ func (c *conn) respond(seq uint64, cdID byte, compID compress.ID, reply any, err
 	if err != nil {
 		msg := err.Error()
 		if fe, ok := err.(*fleet.Error); ok {
-			msg = fe.Message
+			msg = fe.Message()
 		}
 		h.Status = byte(fleet.CodeOf(err))
 		if h.Status == byte(fleet.OK) {
@@ -394,29 +411,10 @@ func (c *conn) respond(seq uint64, cdID byte, compID compress.ID, reply any, err
 	return c.w.Write(buf)
 }
 
-// compressInPlace replaces the payload at buf[p0:] with its compressed
-// form and flags the header, when compression makes it smaller.
-func compressInPlace(buf []byte, start, p0 int, id compress.ID) []byte {
-	comp := compress.Get(id)
-	if comp == nil {
-		return buf
-	}
-	tp := protocol.GetBuffer(len(buf) - p0)
-	out, err := comp.Compress((*tp)[:0], buf[p0:])
-	if err == nil && len(out) < len(buf)-p0 {
-		buf = append(buf[:p0], out...)
-		buf[start+8] |= byte(protocol.FlagCompressed)
-		buf[start+10] = byte(id)
-	}
-	*tp = out
-	protocol.Release(tp)
-	return buf
-}
-
 // goAway tells the client to send no new calls on this connection.
 func (c *conn) goAway() {
-	var b [protocol.HeaderSize + 3]byte
-	out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypeGoAway}, "", "", nil, nil, 0)
+	var b [protocol.ControlFrameSize]byte
+	out := protocol.AppendControl(b[:0], protocol.TypeGoAway, 0)
 	_ = c.w.Write(out)
 }
 

@@ -21,4 +21,12 @@
 //
 // Hooks (WithPlugin), interceptors (WithInterceptor) and an auth function
 // (WithAuth) extend it. All Server methods are safe for concurrent use.
+//
+// # Owns and imports
+//
+// This package owns serving: listeners and connections, dispatch, the
+// service table, hooks, interceptors, limits and shutdown. It imports the
+// root package, protocol, codec, compress and registry (the Registrar
+// interface, for Publish). It must not import client, selector or any
+// registry backend; the root package's TestPackageImports checks this.
 package server

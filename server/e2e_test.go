@@ -182,7 +182,7 @@ func TestNetRPCServiceUnchanged(t *testing.T) {
 	}
 	err := c.Call(context.Background(), "Arith", "Divide", &Args{1, 0}, &q)
 	var fe *fleet.Error
-	if !errors.As(err, &fe) || fe.Message != "divide by zero" || fe.Code != fleet.Unknown {
+	if !errors.As(err, &fe) || fe.Message() != "divide by zero" || fe.Code() != fleet.Unknown {
 		t.Fatalf("handler error = %#v, want message %q intact", err, "divide by zero")
 	}
 }
@@ -370,11 +370,11 @@ func TestErrorCodesTravel(t *testing.T) {
 	_, _, addr := newServer(t)
 	c := dial(t, addr)
 	err := c.Call(context.Background(), "Svc", "Fail", &Msg{"bob"}, &Msg{})
-	if !errors.Is(err, &fleet.Error{Code: fleet.PermissionDenied}) {
+	if !errors.Is(err, fleet.NewError(fleet.PermissionDenied, "")) {
 		t.Fatalf("err = %v", err)
 	}
 	var fe *fleet.Error
-	if !errors.As(err, &fe) || fe.Message != "not you: bob" {
+	if !errors.As(err, &fe) || fe.Message() != "not you: bob" {
 		t.Fatalf("message = %v", err)
 	}
 }

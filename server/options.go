@@ -27,8 +27,16 @@ type AuthFunc func(ctx context.Context, info *fleet.CallInfo, token string) erro
 // reply to fill, as pointers.
 type Handler func(ctx context.Context, args, reply any) error
 
-// Interceptor wraps every call: it may inspect or modify the call and must
-// call next to run the handler (or return without it to reject the call).
+// Interceptor wraps every call, two-way and oneway alike: it may inspect
+// or modify the call and must call next to run the handler (or return
+// without it to reject the call). info is the call's *fleet.CallInfo, the
+// same value fleet.CallInfoFrom(ctx) returns. The ctx passed to next must
+// be ctx or derived from it (context.WithValue and the like): next finds
+// the call's method through it.
+//
+// The server composes its interceptors into one chain when New runs, not
+// per call. Interceptors run after the auth function and the PostRead
+// hooks, and before the PreWrite hooks.
 type Interceptor func(ctx context.Context, info *fleet.CallInfo, args, reply any, next Handler) error
 
 type options struct {
@@ -118,7 +126,8 @@ func WithTLS(cfg *tls.Config) Option { return optionFunc(func(o *options) { o.tl
 func WithAuth(fn AuthFunc) Option { return optionFunc(func(o *options) { o.auth = fn }) }
 
 // WithInterceptor adds interceptors around every handler; the first added
-// is the outermost. Default: none.
+// is the outermost (it runs first and sees the handler's result last).
+// Default: none.
 func WithInterceptor(ics ...Interceptor) Option {
 	return optionFunc(func(o *options) { o.interceptors = append(o.interceptors, ics...) })
 }

@@ -22,6 +22,7 @@ var ErrServerClosed = errors.New("server: closed")
 type Server struct {
 	opts  options
 	hooks hooks
+	chain Handler // the interceptors around runHandler, built by New; nil without interceptors
 
 	services atomic.Pointer[map[string]*service] // copy-on-write
 	regMu    sync.Mutex
@@ -55,6 +56,7 @@ func New(opts ...Option) *Server {
 	for _, p := range s.opts.plugins {
 		s.hooks.add(p)
 	}
+	s.chain = buildChain(s.opts.interceptors, s.runHandler)
 	empty := map[string]*service{}
 	s.services.Store(&empty)
 	if s.opts.workers > 0 {

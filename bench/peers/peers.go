@@ -1,22 +1,3 @@
-// Package peers holds the RPC stacks that `fleet bench` measures, each used
-// the way its own users use it, behind one small interface so that the
-// harness in internal/bench drives them all the same way.
-//
-// A peer has a server side (Server, serving on any net.Listener) and a
-// client side (Client, dialled to the server's address). The operations are
-// those of the benchmark scenarios (see issue 4 and the seed studies):
-//
-//   - Echo: send the 581-byte BenchmarkMessage (benchpb.New), the handler
-//     sets field1 = "OK" and field2 = 100 and returns it (rpcx-benchmark);
-//   - Add: MathService.Add(A, B) = A + B (the gRPC-vs-Thrift study);
-//   - Log: ship one batch of LogBatchSize entries and wait for the result
-//     code (the Gob-vs-Thrift log-shipping study);
-//   - LogOneway: ship one batch without waiting for an answer, where the
-//     peer has such a thing.
-//
-// An operation a peer does not have returns ErrUnsupported. Clients are safe
-// for concurrent use; peers whose native client is not (Thrift) put a pool
-// in front of it, as their users do.
 package peers
 
 import (

@@ -227,7 +227,7 @@ func checkArith(ctx context.Context, call callFunc) error {
 	}
 	err := call(ctx, "Arith", "Div", &demo.Args{A: 1, B: 0}, &quo)
 	var fe *fleet.Error
-	if !errors.As(err, &fe) || fe.Message != demo.ErrDivideByZero.Error() {
+	if !errors.As(err, &fe) || fe.Message() != demo.ErrDivideByZero.Error() {
 		return fmt.Errorf("Arith.Div(1, 0) = %v, want the divide-by-zero error", err)
 	}
 	return nil

@@ -1,6 +1,3 @@
-// Command fleet is Fleet's command line: `fleet demo` runs the main job (a
-// server and a client under load, printing throughput and latency) and
-// `fleet bench` compares Fleet with its peers.
 package main
 
 import (

@@ -18,4 +18,7 @@
 //
 // This package is internal: it exists for tests and benchmarks and its
 // contents may change at any time.
+//
+// It must not import any other Fleet package: codec, server and client
+// tests import it.
 package benchpb

@@ -1,7 +1,3 @@
-// Package bufpool pools byte buffers in size classes so that frame encoding
-// and decoding allocate nothing in the steady state. Buffers larger than the
-// largest class are never pooled, so one huge frame cannot pin memory, and
-// sync.Pool drops idle buffers at garbage collection.
 package bufpool
 
 import "sync"

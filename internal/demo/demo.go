@@ -1,5 +1,3 @@
-// Package demo holds what `fleet demo` runs: the Arith and Hello services
-// and a load generator that reports throughput and latency.
 package demo
 
 import (

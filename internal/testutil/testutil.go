@@ -1,5 +1,3 @@
-// Package testutil holds helpers for Fleet's own tests: loopback servers
-// and self-signed TLS configurations. Not for use outside Fleet.
 package testutil
 
 import (

@@ -1,5 +1,3 @@
-// Package transport holds what Fleet's server and client share on a
-// connection: the coalescing frame writer.
 package transport
 
 import (

@@ -24,4 +24,9 @@
 // Instances answers with the last list it saw.
 //
 // The etcd client's zap logs are forwarded to Config.Logger (log/slog).
+//
+// This package owns the etcd backend: it is a module of its own, so that
+// etcd's client (go.etcd.io/etcd/client/v3) stays out of the core module's graph. It imports registry and
+// registry/internal/regutil; it must not import client or server, which
+// take it as a registry.Registrar or registry.Discovery.
 package etcd

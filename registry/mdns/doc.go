@@ -23,4 +23,9 @@
 // Multicast must reach the responders: on one host, loopback works on
 // Linux (Config.Interface = the "lo" interface); across hosts the
 // network must pass 224.0.0.251:5353 (and ff02::fb with IPv6).
+//
+// This package owns the mdns backend: it is a module of its own, so that
+// the mDNS library (github.com/hashicorp/mdns) stays out of the core module's graph. It imports registry and
+// registry/internal/regutil; it must not import client or server, which
+// take it as a registry.Registrar or registry.Discovery.
 package mdns

@@ -24,4 +24,9 @@
 // LimitMarkerTTL, so an expiry also leaves a marker that watchers see at
 // once. After the server was unreachable the current list is delivered
 // again.
+//
+// This package owns the nats backend: it is a module of its own, so that
+// the NATS client (github.com/nats-io/nats.go) stays out of the core module's graph. It imports registry and
+// registry/internal/regutil; it must not import client or server, which
+// take it as a registry.Registrar or registry.Discovery.
 package nats

@@ -26,4 +26,9 @@
 // Redis comes back.
 //
 // Redis Cluster is not supported: SCAN would cover one node only.
+//
+// This package owns the redis backend: it is a module of its own, so that
+// the Redis client (github.com/redis/go-redis) stays out of the core module's graph. It imports registry and
+// registry/internal/regutil; it must not import client or server, which
+// take it as a registry.Registrar or registry.Discovery.
 package redis

@@ -7,4 +7,8 @@
 // Constructor) serve backend-specific tests.
 //
 // It imports package testing, so only _test files should import it.
+//
+// This package owns the registry contract's tests. It imports only
+// registry; it must not import client or server, and no backend (each
+// backend imports it from its own tests).
 package registrytest

@@ -8,4 +8,9 @@
 // in-memory equivalent of their TTL running out). Instances given in
 // Config live as long as the Table unless deregistered. Watch delivers the
 // current list and then every change; over a fixed list that means once.
+//
+// This package owns the in-memory table and nothing else. It imports only
+// registry and registry/internal/regutil; it must not import client,
+// server, protocol or selector (the root package's TestPackageImports
+// checks this).
 package static

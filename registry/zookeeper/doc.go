@@ -25,4 +25,9 @@
 //
 // The zk client's logs go to Config.Logger (log/slog) instead of
 // log.Printf.
+//
+// This package owns the zookeeper backend: it is a module of its own, so that
+// the ZooKeeper client (github.com/go-zookeeper/zk) stays out of the core module's graph. It imports registry and
+// registry/internal/regutil; it must not import client or server, which
+// take it as a registry.Registrar or registry.Discovery.
 package zookeeper

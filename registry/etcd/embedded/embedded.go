@@ -1,6 +1,3 @@
-// Package embedded runs a single-member etcd in-process on free loopback
-// ports, for `fleet demo` and Fleet's tests. Stop and Start restart it on
-// the same ports and data, like a server process restarting.
 package embedded
 
 import (

@@ -4,4 +4,7 @@
 // Registrars that keep each record alive in a goroutine, retry backoff, a
 // last-list cache and list helpers. Everything here is safe for
 // concurrent use unless stated.
+//
+// It imports only registry; it must not import client, server or any
+// backend's client library (the backends import it).
 package regutil

@@ -3,4 +3,6 @@
 // network between them (Block) and restores it (Unblock) to exercise
 // reconnects and session expiry against a real, shared server without
 // restarting it.
+//
+// It owns the forwarder only and must not import any other Fleet package.
 package tcpproxy

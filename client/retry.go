@@ -1,0 +1,133 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleetrpc/fleet"
+)
+
+// retryable: calls that certainly did not run are always retryable;
+// calls of idempotent methods also after a lost connection or a server
+// Unavailable.
+func (x *XClient) retryable(err error, method string) bool {
+	code := fleet.CodeOf(err)
+	if code == fleet.ShuttingDown || errors.Is(err, ErrNotSent) {
+		return true
+	}
+	if code == fleet.Unavailable {
+		if !errors.Is(err, ErrConnectionLost) {
+			return true // the server refused it unprocessed
+		}
+		return x.opts.idempotent[method]
+	}
+	return false
+}
+
+func (x *XClient) sleep(ctx context.Context, retry int) error {
+	ceiling := min(x.opts.backoffMax, x.opts.backoffBase<<min(retry, 20))
+	if ceiling <= 0 {
+		return nil
+	}
+	t := time.NewTimer(rand.N(ceiling + 1))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// backup implements Failbackup.
+func (x *XClient) backup(ctx context.Context, method string, args, reply any) error {
+	a := x.pool.Get().(*attempt)
+	a.ntried = 0
+	a.pick.Key, _ = ctx.Value(callKeyKey{}).(string)
+	defer x.pool.Put(a)
+	first, err := x.choose(ctx, a, method)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		reply any
+		err   error
+	}
+	results := make(chan result, 2)
+	launch := func(ep *endpoint) {
+		r := newReply(reply)
+		go func() { results <- result{r, x.callOne(ctx, ep, method, args, r)} }()
+	}
+	launch(first)
+	delay := x.opts.backupDelay
+	if delay <= 0 {
+		delay = x.lat.p95(10 * time.Millisecond)
+	}
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	outstanding := 1
+	backupSent := false
+	var lastErr error
+	for outstanding > 0 {
+		select {
+		case <-timer.C:
+			if !backupSent {
+				backupSent = true
+				a.tried[0], a.ntried = first.key, 1
+				if ep, err := x.choose(ctx, a, method); err == nil && ep != first {
+					launch(ep)
+					outstanding++
+				}
+			}
+		case r := <-results:
+			outstanding--
+			if r.err == nil {
+				copyReply(reply, r.reply)
+				return nil
+			}
+			lastErr = r.err
+			if !backupSent && x.retryable(r.err, method) {
+				// The first failed fast: send the backup now.
+				timer.Reset(0)
+			}
+		}
+	}
+	return lastErr
+}
+
+// latencyWindow keeps recent successful latencies for the adaptive backup
+// delay: the p95 of the last 256 samples, recomputed every 64 samples.
+type latencyWindow struct {
+	mu      sync.Mutex
+	samples [256]time.Duration
+	n       int
+	cached  atomic.Int64
+}
+
+func (w *latencyWindow) add(d time.Duration) {
+	w.mu.Lock()
+	w.samples[w.n%len(w.samples)] = d
+	w.n++
+	if w.n%64 == 0 {
+		count := min(w.n, len(w.samples))
+		s := make([]time.Duration, count)
+		copy(s, w.samples[:count])
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		w.cached.Store(int64(s[count*95/100]))
+	}
+	w.mu.Unlock()
+}
+
+func (w *latencyWindow) p95(def time.Duration) time.Duration {
+	if v := w.cached.Load(); v > 0 {
+		return time.Duration(v)
+	}
+	return def
+}

@@ -1,0 +1,51 @@
+package fleet_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/fleetrpc/fleet"
+)
+
+func TestOutgoingMetadataMerge(t *testing.T) {
+	ctx := fleet.WithOutgoingMetadata(context.Background(), fleet.Metadata{"a": "1", "b": "1"})
+	md := fleet.Metadata{"b": "2", "c": "2"}
+	ctx = fleet.WithOutgoingMetadata(ctx, md)
+	md["c"] = "changed after the call"
+	got := fleet.OutgoingMetadata(ctx)
+	want := fleet.Metadata{"a": "1", "b": "2", "c": "2"}
+	if len(got) != len(want) {
+		t.Fatalf("OutgoingMetadata = %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("OutgoingMetadata[%q] = %q, want %q", k, got[k], v)
+		}
+	}
+	if fleet.OutgoingMetadata(context.Background()) != nil {
+		t.Error("OutgoingMetadata(empty context) != nil")
+	}
+}
+
+func TestCallInfoHelpersOutsideHandler(t *testing.T) {
+	ctx := context.Background()
+	if fleet.CallInfoFrom(ctx) != nil || fleet.IncomingMetadata(ctx) != nil || fleet.PeerAddr(ctx) != nil {
+		t.Error("call helpers return values outside a handler")
+	}
+	if fleet.SetResponseMetadata(ctx, "k", "v") {
+		t.Error("SetResponseMetadata outside a handler reported true")
+	}
+}
+
+func TestMetadataClone(t *testing.T) {
+	var nilMD fleet.Metadata
+	if nilMD.Clone() != nil {
+		t.Error("nil.Clone() != nil")
+	}
+	md := fleet.Metadata{"k": "v"}
+	c := md.Clone()
+	c["k"] = "other"
+	if md["k"] != "v" {
+		t.Error("Clone shares storage with the original")
+	}
+}
