@@ -203,7 +203,7 @@ func writeError(w http.ResponseWriter, status int, err error) {
 	msg := err.Error()
 	var fe *fleet.Error
 	if errors.As(err, &fe) {
-		msg = fe.Message
+		msg = fe.Message()
 	}
 	b, _ := json.Marshal(errorBody{Code: code, Status: code.String(), Message: msg})
 	w.Header().Set("Content-Type", "application/json")

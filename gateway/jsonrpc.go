@@ -248,7 +248,7 @@ func validID(id json.RawMessage) bool {
 func fleetMessage(err error) string {
 	var fe *fleet.Error
 	if errors.As(err, &fe) {
-		return fe.Message
+		return fe.Message()
 	}
 	return err.Error()
 }

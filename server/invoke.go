@@ -70,7 +70,7 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 	s.calls.Add(1)
 	defer s.inflight.Add(-1)
 
-	cctx := &callCtx{Context: ctx}
+	cctx := &callCtx{Context: ctx, m: m}
 	cctx.info = fleet.CallInfo{
 		Service: m.service, Method: m.name, Metadata: call.Metadata,
 		RemoteAddr: call.RemoteAddr, LocalAddr: call.LocalAddr, Oneway: call.Oneway,
@@ -97,8 +97,8 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 	}
 	replyV := replyPtr.Interface()
 	if err == nil {
-		if len(s.opts.interceptors) > 0 {
-			err = s.intercept(hctx, &cctx.info, m, args.Interface(), replyV)
+		if s.chain != nil {
+			err = s.chain(hctx, args.Interface(), replyV)
 		} else {
 			err = s.safeCall(hctx, m, args, replyPtr)
 		}
@@ -126,7 +126,7 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 		// Every error leaves as a *fleet.Error; a plain error keeps its
 		// message and becomes Unknown, as on the native path.
 		var fe *fleet.Error
-		if !errors.As(err, &fe) || fe.Code == fleet.OK {
+		if !errors.As(err, &fe) || fe.Code() == fleet.OK {
 			err = fleet.WrapError(fleet.CodeOf(err), err)
 			if fleet.CodeOf(err) == fleet.OK {
 				err = fleet.WrapError(fleet.Unknown, err)

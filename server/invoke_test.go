@@ -100,8 +100,8 @@ func TestInvoke(t *testing.T) {
 			if err != nil && !errors.As(err, &fe) {
 				t.Fatalf("error %T is not a *fleet.Error", err)
 			}
-			if tc.msg != "" && !strings.Contains(fe.Message, tc.msg) {
-				t.Fatalf("message %q does not contain %q", fe.Message, tc.msg)
+			if tc.msg != "" && !strings.Contains(fe.Message(), tc.msg) {
+				t.Fatalf("message %q does not contain %q", fe.Message(), tc.msg)
 			}
 			if tc.code == fleet.OK {
 				if string(reply) != tc.reply {
