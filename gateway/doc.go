@@ -8,7 +8,9 @@
 // Gateway.Serve takes a listener and reads the first bytes of each
 // connection: a Fleet frame (a 4-byte length prefix, then the magic
 // 0xF1 0xEE) goes to the Fleet server untouched; the HTTP/2 client preface
-// or an HTTP/1.1 request line goes to an embedded net/http server. After
+// (cleartext) goes to grpc-go's own transport; an HTTP/1.1 request line
+// goes to an embedded net/http server; a TLS handshake (with WithTLS) is
+// completed and routed by ALPN or by its decrypted first bytes. After
 // that decision a native connection is served exactly as by
 // server.Server.Serve; the only extra work is one wrapper call per read,
 // which returns the six sniffed bytes first.
