@@ -202,3 +202,61 @@ func TestServeConn(t *testing.T) {
 	lis.Close()
 	wg.Wait()
 }
+
+// invokeHooks records the hook points Invoke passes through.
+type invokeHooks struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (h *invokeHooks) add(s string) { h.mu.Lock(); h.got = append(h.got, s); h.mu.Unlock() }
+
+func (h *invokeHooks) PostReadRequest(ctx context.Context, info *fleet.CallInfo) error {
+	h.add("postread " + info.Service + "." + info.Method)
+	if info.Metadata["deny"] != "" {
+		return fleet.NewError(fleet.PermissionDenied, "denied by hook")
+	}
+	return nil
+}
+
+func (h *invokeHooks) PreWriteResponse(ctx context.Context, info *fleet.CallInfo, reply any, err error) error {
+	h.add("prewrite")
+	return err
+}
+
+func (h *invokeHooks) PostWriteResponse(ctx context.Context, info *fleet.CallInfo, err error) {
+	h.add("postwrite")
+}
+
+func TestInvokeHooks(t *testing.T) {
+	h := &invokeHooks{}
+	srv := server.New(server.WithPlugin(h), server.WithLogger(discardLogger()))
+	defer srv.Close()
+	if err := srv.RegisterName("Md", mdSvc{}); err != nil {
+		t.Fatal(err)
+	}
+	call := &server.Call{Service: "Md", Method: "Echo", Codec: codec.JSONCodec{}, Payload: []byte(`{"S":"a"}`)}
+	if _, _, err := srv.Invoke(context.Background(), call); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"postread Md.Echo", "prewrite", "postwrite"}
+	h.mu.Lock()
+	got := append([]string(nil), h.got...)
+	h.mu.Unlock()
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("hooks %v, want %v", got, want)
+	}
+	call.Metadata = fleet.Metadata{"deny": "1"}
+	if _, _, err := srv.Invoke(context.Background(), call); fleet.CodeOf(err) != fleet.PermissionDenied {
+		t.Fatalf("denied call: %v", err)
+	}
+	// Metadata over the limit is refused before anything runs.
+	big := fleet.Metadata{}
+	for i := range 100 {
+		big[strings.Repeat("k", i+1)] = "v"
+	}
+	call.Metadata = big
+	if _, _, err := srv.Invoke(context.Background(), call); fleet.CodeOf(err) != fleet.ResourceExhausted {
+		t.Fatalf("100 metadata pairs: %v", err)
+	}
+}
