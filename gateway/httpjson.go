@@ -134,9 +134,11 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int,
 	if r.ContentLength > limit {
 		return nil, http.StatusRequestEntityTooLarge, fleet.Errorf(fleet.ResourceExhausted, "body of %d bytes exceeds the limit of %d", r.ContentLength, limit)
 	}
+	// Size the buffer by Content-Length, up to 64 KiB: a client that
+	// announces a large body must send it before more is allocated.
 	n := 512
 	if r.ContentLength > 0 {
-		n = int(r.ContentLength)
+		n = int(min(r.ContentLength, 64<<10))
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, n))
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
