@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fleetrpc/fleet/server"
@@ -207,7 +208,7 @@ func (g *Gateway) Serve(lis net.Listener) error {
 				return ErrClosed
 			}
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) {
 				backoff = min(max(backoff*2, 5*time.Millisecond), time.Second)
 				time.Sleep(backoff)
 				continue

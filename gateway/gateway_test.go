@@ -30,11 +30,16 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type Probe struct{}
 
 // Say echoes metadata "k" into response metadata "echo", fails with the
-// code named by field1 "fail:<code>", and sets field1 to "deadline" when
+// code named by field1 "fail:<code>", waits for the end of its context
+// when field1 is "wait", and sets field1 to "deadline" when
 // the call has a deadline.
 func (Probe) Say(ctx context.Context, in *benchpb.BenchmarkMessage, out *benchpb.BenchmarkMessage) error {
 	if v := fleet.IncomingMetadata(ctx)["k"]; v != "" {
 		fleet.SetResponseMetadata(ctx, "echo", v)
+	}
+	if in.GetField1() == "wait" {
+		<-ctx.Done()
+		return ctx.Err()
 	}
 	if s, ok := strings.CutPrefix(in.GetField1(), "fail:"); ok {
 		var c int
@@ -181,6 +186,7 @@ func TestHTTPJSON(t *testing.T) {
 		{name: "struct reply", path: "/Plain/Join", body: `{"A":"x","B":"y"}`, status: 200, reply: `"xy"`},
 		{name: "deadline header", path: "/Plain/Join", body: `{"A":"deadline"}`, hdr: map[string]string{gateway.TimeoutHeader: "60000"}, status: 200, reply: `"has deadline"`},
 		{name: "bad timeout", path: "/Plain/Join", body: `{}`, hdr: map[string]string{gateway.TimeoutHeader: "soon"}, status: 400, code: fleet.InvalidArgument},
+		{name: "deadline exceeded", path: "/Probe/Say", body: `{"field1":"wait","field2":1,"field3":1}`, hdr: map[string]string{gateway.TimeoutHeader: "50"}, status: 504, code: fleet.DeadlineExceeded},
 		{name: "handler error", path: "/Arith/Div", body: `{"A":1,"B":0}`, status: 500, code: fleet.Unknown, msg: "divide by zero"},
 		{name: "handler code", path: "/Probe/Say", body: `{"field1":"fail:9","field2":1,"field3":1}`, status: 400, code: fleet.FailedPrecondition, msg: "failed as asked"},
 		{name: "unknown service", path: "/Nope/Add", body: `{}`, status: 404, code: fleet.NotFound},

@@ -89,6 +89,15 @@ func TestGRPC(t *testing.T) {
 			t.Fatalf("handler saw no deadline: %q", out.GetField1())
 		}
 	})
+	t.Run("deadline exceeded", func(t *testing.T) {
+		dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		in := benchpb.New()
+		in.Field1 = proto.String("wait")
+		if err := cc.Invoke(dctx, "/Probe/Say", in, new(benchpb.BenchmarkMessage)); status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("%v", err)
+		}
+	})
 	t.Run("bad message", func(t *testing.T) {
 		// A message missing proto2 required fields does not decode.
 		err := cc.Invoke(ctx, "/Hello/Say", wrapperspb.String("x"), new(benchpb.BenchmarkMessage))
