@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"context"
-	"go/build"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,11 +22,25 @@ func grpcurlPath(t *testing.T) string {
 	if p, err := exec.LookPath("grpcurl"); err == nil {
 		return p
 	}
-	p := filepath.Join(build.Default.GOPATH, "bin", "grpcurl")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("grpcurl not found on PATH nor at %s: %s", p, setupHint)
+	// Where `go install` put it: GOBIN, else GOPATH/bin.
+	var dirs []string
+	for _, v := range []string{"GOBIN", "GOPATH"} {
+		out, err := exec.Command("go", "env", v).Output()
+		if d := strings.TrimSpace(string(out)); err == nil && d != "" {
+			if v == "GOPATH" {
+				d = filepath.Join(filepath.SplitList(d)[0], "bin")
+			}
+			dirs = append(dirs, d)
+		}
 	}
-	return p
+	for _, d := range dirs {
+		p := filepath.Join(d, "grpcurl")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Fatalf("grpcurl not found on PATH nor in %v: %s", dirs, setupHint)
+	return ""
 }
 
 // run runs a command bounded by 30 s and returns its combined output.

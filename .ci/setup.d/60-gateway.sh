@@ -2,7 +2,8 @@
 # by .ci/services.sh; log and die are in scope):
 #
 #   grpcurl  go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4,
-#            into $(go env GOPATH)/bin, where gateway's tests look for it
+#            into $(go env GOBIN) or $(go env GOPATH)/bin, where gateway's
+#            tests look for it
 #   node     Debian's nodejs and npm, when missing
 #   gateway/testdata/node/node_modules  `npm ci` from the committed
 #            package-lock.json (@grpc/grpc-js, @grpc/proto-loader)
@@ -11,7 +12,8 @@
 # npm step when node_modules holds a copy of the current lock file).
 gw_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 gw_grpcurl_version=v1.9.4
-gw_gobin=$(go env GOPATH)/bin
+gw_gobin=$(go env GOBIN)
+[[ -n $gw_gobin ]] || gw_gobin=$(go env GOPATH)/bin
 if [[ ! -x $gw_gobin/grpcurl ]]; then
 	log "installing grpcurl $gw_grpcurl_version"
 	GOWORK=off GOFLAGS= go install "github.com/fullstorydev/grpcurl/cmd/grpcurl@$gw_grpcurl_version" ||
