@@ -97,9 +97,21 @@ func (g *Gateway) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
 		writeRPC(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: null, Error: &rpcError{Code: InvalidRequest, Message: "invalid request: empty batch"}})
 		return
 	}
+	// The batch's results together are bounded by MaxFrameSize: once they
+	// pass it, the remaining requests are not run and are answered with a
+	// resource_exhausted server error (notifications still run: they add
+	// nothing to the answer).
+	budget := g.srv.Limits().MaxFrameSize
 	out := make([]rpcResponse, 0, len(entries))
 	for _, e := range entries {
+		if budget < 0 {
+			if resp, ok := overBudget(e); ok {
+				out = append(out, resp)
+				continue
+			}
+		}
 		if resp, ok := g.runRPC(ctx, base, e, w.Header()); ok {
+			budget -= len(resp.Result)
 			out = append(out, resp)
 		}
 	}
@@ -270,4 +282,15 @@ func writeRPC(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// overBudget answers a batch entry that comes after the batch's results
+// passed their bound; false for a notification, which is to be run.
+func overBudget(raw []byte) (rpcResponse, bool) {
+	var req rpcRequest
+	if json.Unmarshal(raw, &req) != nil || req.ID == nil || !validID(req.ID) {
+		return rpcResponse{}, false // a notification, or invalid: runRPC answers it
+	}
+	err := fleet.NewError(fleet.ResourceExhausted, "the batch's results exceed the reply size limit; this request was not run")
+	return rpcResponse{JSONRPC: "2.0", ID: req.ID, Error: &rpcError{Code: ServerError, Message: fleetMessage(err), Data: dataOf(err)}}, true
 }

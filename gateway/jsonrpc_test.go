@@ -8,6 +8,8 @@ import (
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/gateway"
+	"github.com/fleetrpc/fleet/protocol"
+	"github.com/fleetrpc/fleet/server"
 )
 
 type rpcResp struct {
@@ -142,4 +144,29 @@ func TestJSONRPC(t *testing.T) {
 			t.Fatalf("%d %s: %v", resp.StatusCode, b, err)
 		}
 	})
+}
+
+// TestJSONRPCBatchReplyBound: a batch whose results pass MaxFrameSize has
+// its remaining requests answered resource_exhausted without running.
+func TestJSONRPCBatchReplyBound(t *testing.T) {
+	_, addr := start(t, []server.Option{server.WithLimits(protocol.Limits{MaxFrameSize: 4 << 10})})
+	hc := httpClient(t)
+	entry := `{"jsonrpc":"2.0","method":"Plain.Join","params":{"A":"` + strings.Repeat("x", 3000) + `"},"id":%d}`
+	var parts []string
+	for i := range 4 {
+		parts = append(parts, fmt.Sprintf(entry, i))
+	}
+	resp, b := post(t, hc, "http://"+addr+"/", "["+strings.Join(parts, ",")+"]", nil)
+	var rs []rpcResp
+	if err := json.Unmarshal(b, &rs); err != nil || resp.StatusCode != 200 || len(rs) != 4 {
+		t.Fatalf("%d %.200s: %v", resp.StatusCode, b, err)
+	}
+	// 3,002 bytes each: the first two fit in 4 KiB's budget (which is
+	// checked before each entry), the rest are refused.
+	for i, r := range rs {
+		refused := r.Error != nil && r.Error.Data != nil && fleet.Code(r.Error.Data.Code) == fleet.ResourceExhausted
+		if want := i >= 2; refused != want {
+			t.Fatalf("entry %d refused=%v: %.300s", i, refused, b)
+		}
+	}
 }
