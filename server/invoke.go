@@ -52,6 +52,11 @@ type Call struct {
 // concurrent use; it does not count against WithMaxConcurrentPerConn,
 // which is per native connection.
 func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD fleet.Metadata, err error) {
+	// Counted before the shutdown check: Shutdown sets the flag, then
+	// waits for inflight to drop, so a call either is refused or is waited
+	// for.
+	s.inflight.Add(1)
+	defer s.inflight.Add(-1)
 	if s.shutdown.Load() {
 		return nil, nil, errShuttingDown
 	}
@@ -66,9 +71,7 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 	if err := s.checkCall(call); err != nil {
 		return nil, nil, err
 	}
-	s.inflight.Add(1)
 	s.calls.Add(1)
-	defer s.inflight.Add(-1)
 
 	cctx := &callCtx{Context: ctx, m: m}
 	cctx.info = fleet.CallInfo{
