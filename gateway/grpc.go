@@ -10,6 +10,7 @@ import (
 	"github.com/fleetrpc/fleet/server"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -21,30 +22,32 @@ import (
 // method's argument type.
 type rawFrame []byte
 
-// passCodec is the gRPC server's codec: rawFrame values pass through,
-// proto.Message values (the reflection and health services' own
-// messages) are encoded with proto.
+// passCodec is the gRPC server's codec (encoding.CodecV2): rawFrame
+// values pass through, copied once out of grpc-go's buffers; proto.Message
+// values (the reflection and health services' own messages) are encoded
+// with proto.
 type passCodec struct{}
 
 func (passCodec) Name() string { return "proto" }
 
-func (passCodec) Marshal(v any) ([]byte, error) {
+func (passCodec) Marshal(v any) (mem.BufferSlice, error) {
 	switch m := v.(type) {
 	case *rawFrame:
-		return *m, nil
+		return mem.BufferSlice{mem.SliceBuffer(*m)}, nil
 	case proto.Message:
-		return proto.Marshal(m)
+		b, err := proto.Marshal(m)
+		return mem.BufferSlice{mem.SliceBuffer(b)}, err
 	}
 	return nil, status.Errorf(codes.Internal, "gateway: cannot encode %T", v)
 }
 
-func (passCodec) Unmarshal(data []byte, v any) error {
+func (passCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	switch m := v.(type) {
 	case *rawFrame:
-		*m = append((*m)[:0], data...)
+		*m = data.Materialize()
 		return nil
 	case proto.Message:
-		return proto.Unmarshal(data, m)
+		return proto.Unmarshal(data.Materialize(), m)
 	}
 	return status.Errorf(codes.Internal, "gateway: cannot decode into %T", v)
 }
@@ -60,7 +63,7 @@ func isProto(t reflect.Type) bool { return reflect.PointerTo(t).Implements(proto
 func (g *Gateway) newGRPC() *grpc.Server {
 	l := g.srv.Limits()
 	return grpc.NewServer(
-		grpc.ForceServerCodec(passCodec{}),
+		grpc.ForceServerCodecV2(passCodec{}),
 		grpc.UnknownServiceHandler(g.handleGRPC),
 		grpc.MaxRecvMsgSize(l.MaxDecompressedSize),
 		grpc.MaxSendMsgSize(l.MaxFrameSize),
