@@ -28,6 +28,7 @@ func (f optionFunc) apply(o *options) { f(o) }
 type options struct {
 	sniffTimeout   time.Duration
 	maxBatch       int
+	batchConc      int
 	maxDepth       int
 	protoPackage   string
 	headerTimeout  time.Duration
@@ -42,6 +43,7 @@ func defaultOptions() options {
 	return options{
 		sniffTimeout:   2 * time.Minute,
 		maxBatch:       1000,
+		batchConc:      8,
 		maxDepth:       100,
 		headerTimeout:  10 * time.Second,
 		idleTimeout:    2 * time.Minute,
@@ -62,6 +64,13 @@ func WithSniffTimeout(d time.Duration) Option {
 // is refused whole with an Invalid Request error before its entries are
 // decoded. Default 1000.
 func WithMaxBatch(n int) Option { return optionFunc(func(o *options) { o.maxBatch = max(n, 1) }) }
+
+// WithBatchConcurrency sets how many entries of one JSON-RPC 2.0 batch run
+// at once; the responses keep the batch's order either way. 1 runs them
+// one after another. Default 8.
+func WithBatchConcurrency(n int) Option {
+	return optionFunc(func(o *options) { o.batchConc = max(n, 1) })
+}
 
 // WithMaxJSONDepth caps the nesting of arrays and objects in a JSON body
 // (HTTP/JSON and JSON-RPC 2.0), checked by a scan before anything is

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/server"
@@ -97,24 +99,7 @@ func (g *Gateway) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
 		writeRPC(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: null, Error: &rpcError{Code: InvalidRequest, Message: "invalid request: empty batch"}})
 		return
 	}
-	// The batch's results together are bounded by MaxFrameSize: once they
-	// pass it, the remaining requests are not run and are answered with a
-	// resource_exhausted server error (notifications still run: they add
-	// nothing to the answer).
-	budget := g.srv.Limits().MaxFrameSize
-	out := make([]rpcResponse, 0, len(entries))
-	for _, e := range entries {
-		if budget < 0 {
-			if resp, ok := overBudget(e); ok {
-				out = append(out, resp)
-				continue
-			}
-		}
-		if resp, ok := g.runRPC(ctx, base, e, w.Header()); ok {
-			budget -= len(resp.Result)
-			out = append(out, resp)
-		}
-	}
+	out := g.runBatch(ctx, base, entries, w.Header())
 	if len(out) == 0 {
 		w.WriteHeader(http.StatusNoContent) // only notifications
 		return
@@ -282,6 +267,72 @@ func writeRPC(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// runBatch runs a batch's entries, up to WithBatchConcurrency at a time,
+// and returns their responses in the batch's order (notifications left
+// out). The results together are bounded by MaxFrameSize: an entry that
+// starts once they passed it is not run and is answered with a
+// resource_exhausted server error (notifications still run: they add
+// nothing to the answer); entries already running may each add up to
+// MaxFrameSize more.
+func (g *Gateway) runBatch(ctx context.Context, base server.Call, entries []json.RawMessage, h http.Header) []rpcResponse {
+	var budget atomic.Int64
+	budget.Store(int64(g.srv.Limits().MaxFrameSize))
+	resps := make([]rpcResponse, len(entries))
+	has := make([]bool, len(entries))
+	var hmu sync.Mutex // guards h: entries set response metadata concurrently
+	run := func(i int) {
+		if budget.Load() < 0 {
+			if resp, ok := overBudget(entries[i]); ok {
+				resps[i], has[i] = resp, true
+				return
+			}
+		}
+		hdr := http.Header{}
+		resp, ok := g.runRPC(ctx, base, entries[i], hdr)
+		if len(hdr) > 0 {
+			hmu.Lock()
+			for k, v := range hdr {
+				h[k] = v
+			}
+			hmu.Unlock()
+		}
+		if ok {
+			budget.Add(-int64(len(resp.Result)))
+			resps[i], has[i] = resp, true
+		}
+	}
+	n := min(g.opts.batchConc, len(entries))
+	if n <= 1 {
+		for i := range entries {
+			run(i)
+		}
+	} else {
+		next := atomic.Int64{}
+		var wg sync.WaitGroup
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := int(next.Add(1) - 1)
+					if i >= len(entries) {
+						return
+					}
+					run(i)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	out := make([]rpcResponse, 0, len(entries))
+	for i, r := range resps {
+		if has[i] {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // overBudget answers a batch entry that comes after the batch's results

@@ -149,7 +149,7 @@ func TestJSONRPC(t *testing.T) {
 // TestJSONRPCBatchReplyBound: a batch whose results pass MaxFrameSize has
 // its remaining requests answered resource_exhausted without running.
 func TestJSONRPCBatchReplyBound(t *testing.T) {
-	_, addr := start(t, []server.Option{server.WithLimits(protocol.Limits{MaxFrameSize: 4 << 10})})
+	_, addr := start(t, []server.Option{server.WithLimits(protocol.Limits{MaxFrameSize: 4 << 10})}, gateway.WithBatchConcurrency(1))
 	hc := httpClient(t)
 	entry := `{"jsonrpc":"2.0","method":"Plain.Join","params":{"A":"` + strings.Repeat("x", 3000) + `"},"id":%d}`
 	var parts []string
