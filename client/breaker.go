@@ -38,7 +38,8 @@ type BreakerSettings struct {
 }
 
 // newBreaker builds the breaker of the server named key.
-func newBreaker(key string, s BreakerSettings) *gobreaker.TwoStepCircuitBreaker[struct{}] {
+// onChange, when not nil, is called on every state change.
+func newBreaker(key string, s BreakerSettings, onChange func(from, to BreakerState)) *gobreaker.TwoStepCircuitBreaker[struct{}] {
 	failures := s.Failures
 	if failures == 0 {
 		failures = 5
@@ -57,5 +58,44 @@ func newBreaker(key string, s BreakerSettings) *gobreaker.TwoStepCircuitBreaker[
 	if st.Timeout <= 0 {
 		st.Timeout = 5 * time.Second
 	}
+	if onChange != nil {
+		st.OnStateChange = func(_ string, from, to gobreaker.State) {
+			onChange(breakerState(from), breakerState(to))
+		}
+	}
 	return gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
+}
+
+// BreakerState is the state of one server's circuit breaker, as reported to
+// a BreakerObserver.
+type BreakerState uint8
+
+// The circuit breaker states: Closed lets every call through, Open skips
+// the server until BreakerSettings.OpenFor has passed, HalfOpen lets
+// BreakerSettings.Probes calls through to test the server.
+const (
+	BreakerClosed BreakerState = iota
+	BreakerHalfOpen
+	BreakerOpen
+)
+
+// String returns "closed", "half-open" or "open".
+func (s BreakerState) String() string {
+	switch s {
+	case BreakerHalfOpen:
+		return "half-open"
+	case BreakerOpen:
+		return "open"
+	}
+	return "closed"
+}
+
+func breakerState(s gobreaker.State) BreakerState {
+	switch s {
+	case gobreaker.StateHalfOpen:
+		return BreakerHalfOpen
+	case gobreaker.StateOpen:
+		return BreakerOpen
+	}
+	return BreakerClosed
 }

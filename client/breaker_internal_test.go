@@ -30,7 +30,7 @@ func TestBreakerSettings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cb := newBreaker("srv", tt.settings)
+			cb := newBreaker("srv", tt.settings, nil)
 			for i := 0; i < tt.calls; i++ {
 				done, err := cb.Allow()
 				if err != nil {
@@ -48,7 +48,7 @@ func TestBreakerSettings(t *testing.T) {
 // TestBreakerSettingsOpenForAndProbes: OpenFor bounds how long the breaker
 // stays open; Probes is how many calls the half-open breaker admits.
 func TestBreakerSettingsOpenForAndProbes(t *testing.T) {
-	cb := newBreaker("srv", BreakerSettings{Failures: 1, OpenFor: time.Millisecond, Probes: 2})
+	cb := newBreaker("srv", BreakerSettings{Failures: 1, OpenFor: time.Millisecond, Probes: 2}, nil)
 	done, _ := cb.Allow()
 	done(fleet.NewError(fleet.Unavailable, "down"))
 	deadline := time.Now().Add(20 * time.Second)

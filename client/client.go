@@ -62,9 +62,12 @@ type Client struct {
 	done chan struct{}
 }
 
-// Dial connects to addr over network ("tcp", "tcp4", "tcp6", "unix", or
-// "tls") and returns a client. ctx bounds connecting (and the TLS
-// handshake); WithDialTimeout applies when ctx has no earlier deadline.
+// Dial connects to addr over network ("tcp", "tcp4", "tcp6", "unix",
+// "tls", or a network registered with package transport, such as "kcp"
+// once github.com/fleetrpc/fleet/transport/kcp is imported) and returns a
+// client; an unknown network fails with code InvalidArgument. ctx bounds
+// connecting (and the TLS handshake); WithDialTimeout applies when ctx
+// has no earlier deadline.
 func Dial(ctx context.Context, network, addr string, opts ...Option) (*Client, error) {
 	o := defaultOptions()
 	for _, op := range opts {
@@ -79,10 +82,9 @@ func Dial(ctx context.Context, network, addr string, opts ...Option) (*Client, e
 	if network == "tls" {
 		network = "tcp"
 	}
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, network, addr)
+	nc, err := dialNetwork(ctx, network, addr)
 	if err != nil {
-		return nil, fleet.Errorf(fleet.Unavailable, "dial %s %s: %w", network, addr, err)
+		return nil, err
 	}
 	if useTLS {
 		cfg := o.tls

@@ -54,6 +54,9 @@ func (x *XClient) update(list []registry.Instance) {
 	}
 	x.endpoints.Store(&next)
 	x.sel.Update(list)
+	if x.opts.observer != nil {
+		x.observeServers(next)
+	}
 	for k, ep := range old {
 		if _, ok := next[k]; !ok {
 			go ep.retire(x.opts.drainTimeout)
@@ -66,7 +69,7 @@ func (x *XClient) update(list []registry.Instance) {
 
 func (x *XClient) newEndpoint(in registry.Instance) *endpoint {
 	ep := &endpoint{inst: in, key: in.Key()}
-	ep.breaker = newBreaker(ep.key, x.opts.breaker)
+	ep.breaker = newBreaker(ep.key, x.opts.breaker, x.breakerHook(ep.key))
 	return ep
 }
 
@@ -130,11 +133,8 @@ func (x *XClient) client(ctx context.Context, ep *endpoint) (*Client, error) {
 		go ep.c.Close()
 		ep.c = nil
 	}
-	network := ep.inst.Network
-	if network == "" {
-		network = "tcp"
-	}
-	c, err := Dial(ctx, network, ep.inst.Addr, x.opts.clientOpts...)
+	network, addr := instanceNetwork(ep.inst)
+	c, err := Dial(ctx, network, addr, x.opts.clientOpts...)
 	if err != nil {
 		ep.markDown(x.opts.downFor)
 		return nil, notSent(err)
@@ -213,6 +213,9 @@ func (x *XClient) choose(ctx context.Context, a *attempt, method string) (*endpo
 			return nil, notSent(ErrNoServer)
 		}
 		if ep := a.eps[key]; ep != nil {
+			if x.opts.observer != nil {
+				x.opts.observer.OnPick(x.service, key)
+			}
 			return ep, nil
 		}
 		// The table moved between the selector's snapshot and ours (or a

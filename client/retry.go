@@ -82,6 +82,9 @@ func (x *XClient) backup(ctx context.Context, method string, args, reply any) er
 				backupSent = true
 				a.tried[0], a.ntried = first.key, 1
 				if ep, err := x.choose(ctx, a, method); err == nil && ep != first {
+					if x.opts.observer != nil {
+						x.opts.observer.OnBackup(x.service, method)
+					}
 					launch(ep)
 					outstanding++
 				}

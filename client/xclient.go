@@ -168,6 +168,9 @@ func (x *XClient) Call(ctx context.Context, method string, args, reply any) erro
 		if !x.opts.budget.Retry() {
 			return fmt.Errorf("%w (%w)", err, ErrBudgetExhausted)
 		}
+		if x.opts.observer != nil {
+			x.opts.observer.OnRetry(x.service, method)
+		}
 		if x.opts.failMode == Failover && a.ntried < len(a.tried) {
 			a.tried[a.ntried] = ep.key
 			a.ntried++

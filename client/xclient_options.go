@@ -27,6 +27,7 @@ type xoptions struct {
 	clientOpts   []Option
 	downFor      time.Duration
 	drainTimeout time.Duration
+	observer     XObserver
 }
 
 // WithSelector chooses servers with sel. Default: selector.NewP2C (latency

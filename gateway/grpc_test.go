@@ -233,3 +233,45 @@ func TestGRPCReflectionAndHealth(t *testing.T) {
 		t.Fatalf("file %v", &fd)
 	}
 }
+
+// TestGRPCHealthFollowsServer: grpc.health.v1 reports the statuses set
+// with server.SetServingStatus.
+func TestGRPCHealthFollowsServer(t *testing.T) {
+	srv := server.New(server.WithLogger(discard()))
+	if err := srv.Register(&demo.Hello{}); err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(srv, gateway.WithProtoPackage("fleet.demo"))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(lis) }()
+	defer func() {
+		g.Close()
+		<-done
+	}()
+	cc := grpcConn(t, lis.Addr().String())
+	hc := healthpb.NewHealthClient(cc)
+	ctx := context.Background()
+	check := func(svc string) healthpb.HealthCheckResponse_ServingStatus {
+		t.Helper()
+		r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil {
+			t.Fatalf("Check(%q): %v", svc, err)
+		}
+		return r.GetStatus()
+	}
+	srv.SetServingStatus("Hello", server.StatusNotServing)
+	if st := check("fleet.demo.Hello"); st != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("Hello after SetServingStatus(NOT_SERVING): %v", st)
+	}
+	if st := check(""); st != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("server: %v", st)
+	}
+	srv.SetServingStatus("Hello", server.StatusServing)
+	if st := check("Hello"); st != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("Hello after SetServingStatus(SERVING): %v", st)
+	}
+}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"reflect"
 	"sort"
+	"strings"
+
+	"github.com/fleetrpc/fleet/server"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -135,35 +138,35 @@ func (r descResolver) FindDescriptorByName(n protoreflect.FullName) (protoreflec
 	return protoregistry.GlobalFiles.FindDescriptorByName(n)
 }
 
-// health answers grpc.health.v1 Check from the Fleet server's state:
-// SERVING until Shutdown or Close begins, NOT_SERVING after; the service
-// "" is the whole server, a service name (gRPC or Fleet) must be
-// registered (else NotFound). Watch and List are not implemented.
+// health answers grpc.health.v1 Check from the Fleet server's health
+// (server.Server.ServingStatus): the service "" is the whole server; a
+// service is looked up by its gRPC name, then by its Fleet name (the gRPC
+// name without its package); the gateway's own gRPC services (health,
+// reflection) have the server's status. Unknown services are NotFound.
+// Watch and List are not implemented.
 type health struct {
 	healthpb.UnimplementedHealthServer
 	g *Gateway
 }
 
 func (h health) Check(_ context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
-	if name := req.GetService(); name != "" {
-		if _, ok := h.g.srv.Services()[name]; !ok {
-			if _, ok := h.g.grpc.GetServiceInfo()[name]; !ok {
-				found := false
-				for svc := range h.g.srv.Services() {
-					if h.g.grpcServiceName(svc) == name {
-						found = true
-						break
-					}
-				}
-				if !found {
-					return nil, status.Errorf(codes.NotFound, "unknown service %q", name)
-				}
-			}
+	name := req.GetService()
+	st, ok := h.g.srv.ServingStatus(name)
+	if !ok {
+		if _, own := h.g.grpc.GetServiceInfo()[name]; own {
+			st, ok = h.g.srv.ServingStatus("")
+		} else if pkg := h.g.opts.protoPackage; pkg != "" && strings.HasPrefix(name, pkg+".") {
+			st, ok = h.g.srv.ServingStatus(strings.TrimPrefix(name, pkg+"."))
+		} else if i := strings.LastIndexByte(name, '.'); i >= 0 {
+			st, ok = h.g.srv.ServingStatus(name[i+1:])
 		}
 	}
-	st := healthpb.HealthCheckResponse_SERVING
-	if h.g.srv.ShuttingDown() {
-		st = healthpb.HealthCheckResponse_NOT_SERVING
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "unknown service %q", name)
 	}
-	return &healthpb.HealthCheckResponse{Status: st}, nil
+	out := healthpb.HealthCheckResponse_NOT_SERVING
+	if st == server.StatusServing {
+		out = healthpb.HealthCheckResponse_SERVING
+	}
+	return &healthpb.HealthCheckResponse{Status: out}, nil
 }

@@ -16,7 +16,10 @@ type Instance struct {
 	// Addr is the address clients dial, "host:port" for TCP, a path for
 	// a Unix socket.
 	Addr string `json:"addr"`
-	// Network is "tcp" (when empty), "unix" or "tls".
+	// Network is "tcp" (when empty), "unix", "tls", or a network
+	// registered with package transport ("kcp", "quic"). When it is empty
+	// and Addr has the form "network@addr" ("kcp@127.0.0.1:8972"),
+	// client.XClient dials that network.
 	Network string `json:"network,omitempty"`
 	// Weight is the relative share of traffic for weighted selectors;
 	// 0 means 1.

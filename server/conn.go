@@ -135,7 +135,7 @@ func (c *conn) readLoop() {
 func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 	s := c.s
 	oneway := f.Flags&protocol.FlagOneway != 0
-	var refuse error
+	var refuse *fleet.Error
 	var m *methodType
 	if s.shutdown.Load() {
 		refuse = errShuttingDown
@@ -147,6 +147,9 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 		refuse = fleet.Errorf(fleet.ResourceExhausted, "more than %d concurrent calls on one connection", max)
 	}
 	if refuse != nil {
+		for _, h := range s.hooks.refused {
+			h.OnCallRefused(string(f.Service), string(f.Method), refuse)
+		}
 		seq, cd := f.Seq, f.Codec
 		bufpool.Put(buf)
 		if !oneway {

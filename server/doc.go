@@ -19,6 +19,10 @@
 // ResourceExhausted. Shutdown drains gracefully (see its doc); Publish
 // ties the server's lifetime to a registry record.
 //
+// Every server answers health checks as the service HealthService
+// ("fleet.Health", method "Check"): SERVING per registered service, or the
+// status set with SetServingStatus, and NOT_SERVING once Shutdown begins.
+//
 // Hooks (WithPlugin), interceptors (WithInterceptor) and an auth function
 // (WithAuth) extend it. All Server methods are safe for concurrent use.
 //

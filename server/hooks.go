@@ -64,6 +64,7 @@ type hooks struct {
 	postRead  []PostReadHook
 	preWrite  []PreWriteHook
 	postWrite []PostWriteHook
+	refused   []CallRefusedHook
 }
 
 func (h *hooks) add(p any) {
@@ -87,5 +88,8 @@ func (h *hooks) add(p any) {
 	}
 	if x, ok := p.(PostWriteHook); ok {
 		h.postWrite = append(h.postWrite, x)
+	}
+	if x, ok := p.(CallRefusedHook); ok {
+		h.refused = append(h.refused, x)
 	}
 }

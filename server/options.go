@@ -134,7 +134,7 @@ func WithInterceptor(ics ...Interceptor) Option {
 
 // WithPlugin adds hooks: p may implement any of the hook interfaces
 // (RegisterHook, ConnAcceptHook, ConnCloseHook, PreReadHook, PostReadHook,
-// PreWriteHook, PostWriteHook). Default: none.
+// PreWriteHook, PostWriteHook, CallRefusedHook). Default: none.
 func WithPlugin(p any) Option {
 	return optionFunc(func(o *options) { o.plugins = append(o.plugins, p) })
 }

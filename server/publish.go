@@ -34,6 +34,7 @@ func (s *Server) Publish(ctx context.Context, reg registry.Registrar, inst regis
 	if err := reg.Register(ctx, inst); err != nil {
 		return err
 	}
+	pub := s.pubs.add(reg, inst)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -57,11 +58,11 @@ func (s *Server) Publish(ctx context.Context, reg registry.Registrar, inst regis
 				return
 			case now := <-t.C:
 				inflight, calls := s.Load()
-				in := inst
-				in.Load = registry.Load{InFlight: inflight, CallsPerSecond: float64(calls-lastCalls) / now.Sub(last).Seconds()}
+				load := registry.Load{InFlight: inflight, CallsPerSecond: float64(calls-lastCalls) / now.Sub(last).Seconds()}
 				lastCalls, last = calls, now
 				uctx, cancel := context.WithTimeout(context.Background(), cfg.LoadInterval)
-				if err := reg.Update(uctx, in); err != nil {
+				// The record as it stands, with any operator change (fleet.Admin).
+				if err := pub.write(uctx, func(in *registry.Instance) { in.Load = load }); err != nil {
 					s.opts.logger.Warn("fleet server: publishing load", "service", inst.Service, "err", err)
 				}
 				cancel()
@@ -71,6 +72,7 @@ func (s *Server) Publish(ctx context.Context, reg registry.Registrar, inst regis
 	s.OnShutdown(func(ctx context.Context) {
 		close(stop)
 		<-done
+		s.pubs.remove(pub)
 		if err := reg.Deregister(ctx, inst); err != nil {
 			s.opts.logger.Warn("fleet server: deregistering", "service", inst.Service, "err", err)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fleetrpc/fleet"
+	"github.com/fleetrpc/fleet/transport"
 )
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -26,6 +27,8 @@ type Server struct {
 
 	services atomic.Pointer[map[string]*service] // copy-on-write
 	regMu    sync.Mutex
+	health   health
+	pubs     publications // what Publish registered, for fleet.Admin
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -59,6 +62,9 @@ func New(opts ...Option) *Server {
 	s.chain = buildChain(s.opts.interceptors, s.runHandler)
 	empty := map[string]*service{}
 	s.services.Store(&empty)
+	s.registerHealth()
+	s.registerReflection()
+	s.registerAdmin()
 	if s.opts.workers > 0 {
 		s.tasks = make(chan task, s.opts.workers)
 		for i := 0; i < s.opts.workers; i++ {
@@ -156,7 +162,13 @@ func (s *Server) Services() map[string][]string {
 
 // Listen opens a listener for network "tcp" (also "tcp4", "tcp6"),
 // "unix" or "tls" (TCP with the WithTLS config) at addr, to pass to Serve.
+// Any other network must be registered with package transport (importing
+// github.com/fleetrpc/fleet/transport/kcp registers "kcp", for example);
+// an unknown network fails with code InvalidArgument.
 func (s *Server) Listen(network, addr string) (net.Listener, error) {
+	if !transport.Builtin(network) {
+		return listenTransport(network, addr)
+	}
 	switch network {
 	case "tls":
 		if s.opts.tls == nil {

@@ -198,7 +198,7 @@ func (s *service) methodNames() []string {
 }
 
 // unknown builds the NotFound error for a lookup miss.
-func unknown(svc, method []byte, haveService bool) error {
+func unknown(svc, method []byte, haveService bool) *fleet.Error {
 	if !haveService {
 		return fleet.Errorf(fleet.NotFound, "unknown service %q", svc)
 	}

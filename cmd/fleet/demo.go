@@ -30,6 +30,8 @@ type demoFlags struct {
 	failMode       string
 	registry       string
 	noKill         bool
+	network        string
+	srv            serveFlags
 }
 
 func init() {
@@ -46,7 +48,12 @@ them. The client checks Arith, then makes --calls calls of Hello.Say from
 through, one server is killed abruptly: listener and connections closed,
 no deregistration. It prints calls, errors, calls/s, latency and the calls
 each server served. The exit status is 1 if any call failed.`,
-		RunE: func(cmd *cobra.Command, args []string) error { return runDemo(cmd.Context(), f, os.Stdout, os.Stderr) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.srv.serve {
+				return runServe(cmd.Context(), f, os.Stdout)
+			}
+			return runDemo(cmd.Context(), f, os.Stdout, os.Stderr)
+		},
 	}
 	fl := cmd.Flags()
 	fl.IntVarP(&f.calls, "calls", "n", 100_000, "number of Hello.Say calls")
@@ -56,6 +63,11 @@ each server served. The exit status is 1 if any call failed.`,
 	fl.StringVar(&f.failMode, "failmode", "failover", "fail mode: failover, failfast, failtry, failbackup")
 	fl.StringVar(&f.registry, "registry", "", "external registry URL (etcd://, zookeeper://, redis://, nats://host:port); default: an in-process etcd")
 	fl.BoolVar(&f.noKill, "no-kill", false, "do not kill a server during the run")
+	fl.StringVar(&f.network, "network", "tcp", "transport between the client and the servers: tcp, kcp, quic")
+	fl.BoolVar(&f.srv.serve, "serve", false, "keep the registry and the three servers running until SIGINT or SIGTERM, with an admin endpoint (/metrics, /healthz, /readyz, /debug/pprof/)")
+	fl.StringVar(&f.srv.addr, "addr", "127.0.0.1:8972", "with --serve: the first server's address; the others listen on the next two ports (port 0: three random ports)")
+	fl.StringVar(&f.srv.adminAddr, "admin-addr", "127.0.0.1:9464", "with --serve: the admin endpoint's address (loopback only)")
+	fl.IntVar(&f.srv.load, "load", 0, "with --serve: calls/s of Arith.Add from an XClient (0: none)")
 	rootCmd.AddCommand(cmd)
 }
 
@@ -68,7 +80,7 @@ type demoServer struct {
 	done  chan struct{}
 }
 
-func startDemoServer(ctx context.Context, b *registryBackend, weight int) (*demoServer, error) {
+func startDemoServer(ctx context.Context, b *registryBackend, weight int, network string) (*demoServer, error) {
 	d := &demoServer{srv: server.New(server.WithLogger(quietLogger())), hello: &demo.Hello{}, done: make(chan struct{})}
 	if err := d.srv.Register(demo.Arith{}); err != nil {
 		return nil, err
@@ -76,7 +88,7 @@ func startDemoServer(ctx context.Context, b *registryBackend, weight int) (*demo
 	if err := d.srv.Register(d.hello); err != nil {
 		return nil, err
 	}
-	lis, err := d.srv.Listen("tcp", "127.0.0.1:0")
+	lis, err := d.srv.Listen(network, "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +99,7 @@ func startDemoServer(ctx context.Context, b *registryBackend, weight int) (*demo
 		return nil, err
 	}
 	for _, svc := range []string{"Hello", "Arith"} {
-		in := registry.Instance{Service: svc, Addr: d.addr, Weight: weight, Group: "demo", Version: "1"}
+		in := registry.Instance{Service: svc, Addr: d.addr, Network: network, Weight: weight, Group: "demo", Version: "1"}
 		if err := d.srv.Publish(ctx, d.reg, in, server.PublishConfig{LoadInterval: time.Second, DrainDelay: 300 * time.Millisecond}); err != nil {
 			d.srv.Close()
 			return nil, err
@@ -115,6 +127,10 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	network, err := setupNetwork(f.network)
+	if err != nil {
+		return err
+	}
 	b, err := openRegistry(f.registry)
 	if err != nil {
 		return err
@@ -131,7 +147,7 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		}
 	}()
 	for w := 1; w <= 3; w++ {
-		d, err := startDemoServer(ctx, b, w)
+		d, err := startDemoServer(ctx, b, w, network)
 		if err != nil {
 			return err
 		}
@@ -160,8 +176,8 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	}
 
 	if !f.json {
-		fmt.Fprintf(stderr, "registry: %s; servers: %s (weights 1, 2, 3); selector %s, fail mode %s\n",
-			b.name, strings.Join(x.Servers(), ", "), f.selector, f.failMode)
+		fmt.Fprintf(stderr, "registry: %s; network %s; servers: %s (weights 1, 2, 3); selector %s, fail mode %s\n",
+			b.name, network, strings.Join(x.Servers(), ", "), f.selector, f.failMode)
 	}
 	victim := servers[1]
 	var killOnce sync.Once

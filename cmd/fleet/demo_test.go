@@ -79,3 +79,32 @@ func TestDemoExternalRegistries(t *testing.T) {
 		})
 	}
 }
+
+// TestDemoNetworks runs the demo small over KCP and QUIC: servers listen
+// and register over the network, the client dials what the registry
+// entries name, and one server is killed a third of the way through; no
+// call may fail.
+func TestDemoNetworks(t *testing.T) {
+	for _, network := range []string{"kcp", "quic"} {
+		t.Run(network, func(t *testing.T) {
+			var out bytes.Buffer
+			err := runDemo(context.Background(), demoFlags{calls: 2000, callers: 20, json: true, selector: "weighted", failMode: "failover", network: network}, &out, io.Discard)
+			if err != nil {
+				t.Fatalf("demo over %s: %v\n%s", network, err, out.String())
+			}
+			var res struct {
+				Calls, Errors int64
+				PerServer     map[string]int64 `json:"per_server"`
+			}
+			if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+				t.Fatalf("output is not JSON: %v\n%s", err, out.String())
+			}
+			if res.Calls != 2000 || res.Errors != 0 || len(res.PerServer) != 3 {
+				t.Fatalf("bad figures over %s: %s", network, out.String())
+			}
+		})
+	}
+	if err := runDemo(context.Background(), demoFlags{calls: 10, callers: 1, selector: "random", failMode: "failover", network: "pigeon"}, io.Discard, io.Discard); err == nil {
+		t.Fatal("--network pigeon accepted")
+	}
+}

@@ -17,6 +17,6 @@ var rootCmd = &cobra.Command{
 func main() {
 	if err := rootCmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
-		os.Exit(1)
+		os.Exit(exitStatus(err))
 	}
 }

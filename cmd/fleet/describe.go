@@ -1,0 +1,276 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/fleetrpc/fleet"
+	"github.com/fleetrpc/fleet/server"
+)
+
+type listFlags struct {
+	connFlags
+	json bool
+}
+
+func newListCmd() *cobra.Command {
+	var f listFlags
+	cmd := &cobra.Command{
+		Use:   "list TARGET [Service]",
+		Short: "List a server's services, or one service's methods",
+		Long: `list asks a server's reflection service (fleet.Reflection) what it serves:
+without Service, the service names, one a line; with Service, its methods as
+Service.Method, one a line. --json prints the whole reflection reply
+(services, methods and the codecs the server accepts).
+
+` + targetHelp + `
+
+` + exitHelp,
+		Example: "  fleet list 127.0.0.1:8972\n  fleet list 127.0.0.1:8972 Arith",
+		Args:    rangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel, err := commandContext(cmd, &f.connFlags)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			t, err := openTarget(args[0], &f.connFlags)
+			if err != nil {
+				return err
+			}
+			defer t.close()
+			var list server.ReflectionList
+			if err := t.reflect(ctx, "List", &server.ReflectionListRequest{}, &list); err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if len(args) == 2 {
+				for _, s := range list.Services {
+					if s.Name == args[1] {
+						if f.json {
+							return printJSON(w, s)
+						}
+						for _, m := range s.Methods {
+							fmt.Fprintf(w, "%s.%s\n", s.Name, m)
+						}
+						return nil
+					}
+				}
+				return &callError{"list", fleet.Errorf(fleet.NotFound, "unknown service %q", args[1])}
+			}
+			if f.json {
+				return printJSON(w, list)
+			}
+			for _, s := range list.Services {
+				fmt.Fprintln(w, s.Name)
+			}
+			return nil
+		},
+	}
+	cmd.SetFlagErrorFunc(flagError)
+	f.register(cmd.Flags())
+	cmd.Flags().BoolVar(&f.json, "json", false, "print the reflection reply as JSON")
+	return cmd
+}
+
+func newDescribeCmd() *cobra.Command {
+	var f listFlags
+	cmd := &cobra.Command{
+		Use:   "describe TARGET Service[.Method]",
+		Short: "Show the JSON shape of a method's argument and reply",
+		Long: `describe asks a server's reflection service for the types of one method (or
+of every method of a service) and prints, for the argument and the reply, the
+Go type and a JSON template; for a protobuf message its definition (from the
+reflected descriptors) and its protojson template, for any other type its
+JSON Schema. --json prints the reflection reply as JSON.
+
+` + targetHelp + `
+
+` + exitHelp,
+		Example: "  fleet describe 127.0.0.1:8972 Arith.Add\n  fleet describe 127.0.0.1:8972 Hello",
+		Args:    rangeArgs(2, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			service, method := args[1], ""
+			if strings.Contains(args[1], ".") {
+				var err error
+				if service, method, err = splitMethod(args[1]); err != nil {
+					return err
+				}
+			}
+			ctx, cancel, err := commandContext(cmd, &f.connFlags)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			t, err := openTarget(args[0], &f.connFlags)
+			if err != nil {
+				return err
+			}
+			defer t.close()
+			var d server.ReflectionDescription
+			err = t.reflect(ctx, "Describe", &server.ReflectionDescribeRequest{Service: service, Method: method}, &d)
+			if err != nil && method != "" && fleet.CodeOf(err) == fleet.NotFound {
+				// "fleet.Reflection" alone is a service whose name holds a dot.
+				var d2 server.ReflectionDescription
+				if t.reflect(ctx, "Describe", &server.ReflectionDescribeRequest{Service: args[1]}, &d2) == nil {
+					d, err = d2, nil
+				}
+			}
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if f.json {
+				return printJSON(w, d)
+			}
+			for i, m := range d.Methods {
+				if i > 0 {
+					fmt.Fprintln(w)
+				}
+				printMethod(w, m)
+			}
+			return nil
+		},
+	}
+	cmd.SetFlagErrorFunc(flagError)
+	f.register(cmd.Flags())
+	cmd.Flags().BoolVar(&f.json, "json", false, "print the reflection reply as JSON")
+	return cmd
+}
+
+func printJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+// printMethod prints one method's argument and reply types.
+func printMethod(w io.Writer, m server.ReflectionMethod) {
+	fmt.Fprintf(w, "%s.%s\n", m.Service, m.Name)
+	printType(w, "args", m.Args)
+	printType(w, "reply", m.Reply)
+}
+
+func printType(w io.Writer, label string, t server.ReflectionType) {
+	if t.Protobuf != "" {
+		fmt.Fprintf(w, "  %s: %s (Go %s)\n", label, t.Protobuf, t.GoType)
+		md, err := messageDescriptor(t)
+		if err != nil {
+			fmt.Fprintf(w, "    (bad descriptor: %v)\n", err)
+			return
+		}
+		for _, line := range strings.Split(strings.TrimRight(protoText(md), "\n"), "\n") {
+			fmt.Fprintf(w, "    %s\n", line)
+		}
+		tmpl, err := protojson.MarshalOptions{EmitUnpopulated: true, AllowPartial: true}.Marshal(dynamicpb.NewMessage(md))
+		var compact bytes.Buffer
+		if err == nil && json.Compact(&compact, tmpl) == nil {
+			fmt.Fprintf(w, "    JSON (protojson): %s\n", compact.Bytes())
+		}
+		return
+	}
+	fmt.Fprintf(w, "  %s: %s\n", label, t.GoType)
+	if len(t.Example) > 0 {
+		fmt.Fprintf(w, "    JSON: %s\n", t.Example)
+	}
+	if len(t.JSONSchema) > 0 && len(t.JSONSchema) <= 100 {
+		fmt.Fprintf(w, "    JSON Schema: %s\n", t.JSONSchema)
+	} else if len(t.JSONSchema) > 0 {
+		b, err := indentJSON(t.JSONSchema)
+		if err != nil {
+			b = t.JSONSchema
+		}
+		fmt.Fprintln(w, "    JSON Schema:")
+		for _, line := range strings.Split(string(b), "\n") {
+			fmt.Fprintf(w, "      %s\n", line)
+		}
+	}
+}
+
+// protoText renders md, and the messages and enums its fields use, in
+// .proto syntax (fields only: no options, no comments).
+func protoText(md protoreflect.MessageDescriptor) string {
+	var b strings.Builder
+	seen := map[protoreflect.FullName]bool{}
+	var queue []protoreflect.Descriptor
+	queue = append(queue, md)
+	seen[md.FullName()] = true
+	for len(queue) > 0 {
+		d := queue[0]
+		queue = queue[1:]
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		switch x := d.(type) {
+		case protoreflect.EnumDescriptor:
+			fmt.Fprintf(&b, "enum %s {\n", x.FullName())
+			for i := 0; i < x.Values().Len(); i++ {
+				v := x.Values().Get(i)
+				fmt.Fprintf(&b, "  %s = %d;\n", v.Name(), v.Number())
+			}
+			b.WriteString("}\n")
+		case protoreflect.MessageDescriptor:
+			fmt.Fprintf(&b, "message %s {\n", x.FullName())
+			fields := x.Fields()
+			for i := 0; i < fields.Len(); i++ {
+				fd := fields.Get(i)
+				var typ string
+				switch {
+				case fd.IsMap():
+					typ = fmt.Sprintf("map<%s, %s>", kindName(fd.MapKey()), kindName(fd.MapValue()))
+				default:
+					typ = kindName(fd)
+				}
+				label := ""
+				switch {
+				case fd.IsMap():
+				case fd.Cardinality() == protoreflect.Repeated:
+					label = "repeated "
+				case fd.Cardinality() == protoreflect.Required:
+					label = "required "
+				case fd.HasPresence() && fd.ContainingOneof() == nil && fd.Kind() != protoreflect.MessageKind:
+					label = "optional "
+				}
+				fmt.Fprintf(&b, "  %s%s %s = %d;\n", label, typ, fd.Name(), fd.Number())
+				for _, sub := range []protoreflect.FieldDescriptor{fd, fd.MapValue()} {
+					if sub == nil {
+						continue
+					}
+					var dep protoreflect.Descriptor
+					if m := sub.Message(); m != nil && !m.IsMapEntry() {
+						dep = m
+					} else if e := sub.Enum(); e != nil {
+						dep = e
+					}
+					if dep != nil && !seen[dep.FullName()] {
+						seen[dep.FullName()] = true
+						queue = append(queue, dep)
+					}
+				}
+			}
+			b.WriteString("}\n")
+		}
+	}
+	return b.String()
+}
+
+func kindName(fd protoreflect.FieldDescriptor) string {
+	switch fd.Kind() {
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return string(fd.Message().FullName())
+	case protoreflect.EnumKind:
+		return string(fd.Enum().FullName())
+	}
+	return fd.Kind().String()
+}

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fleetrpc/fleet/client"
+	"github.com/fleetrpc/fleet/internal/demo"
+	fleetprom "github.com/fleetrpc/fleet/observability/prometheus"
+	"github.com/fleetrpc/fleet/registry"
+	"github.com/fleetrpc/fleet/selector"
+	"github.com/fleetrpc/fleet/server"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// serveFlags are demo's --serve flags.
+type serveFlags struct {
+	serve     bool
+	addr      string // first server's address; the others take the next ports
+	adminAddr string
+	load      int // calls per second from an XClient; 0: none
+}
+
+// playground is the running `demo --serve`: a registry, three servers
+// publishing Arith and Hello, an admin endpoint, and optional load.
+type playground struct {
+	b        *registryBackend
+	servers  []*server.Server
+	regs     []registry.Registrar
+	addrs    []string
+	done     []chan struct{}
+	admin    *fleetprom.Admin
+	x        *client.XClient
+	stopLoad context.CancelFunc
+	loadWG   sync.WaitGroup
+}
+
+// serveAddrs returns the three servers' listen addresses: addr and the
+// next two ports, or three kernel-chosen ports when addr's port is 0.
+func serveAddrs(addr string) ([]string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--addr %q: %w", addr, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65533 {
+		return nil, fmt.Errorf("--addr %q: bad port", addr)
+	}
+	out := make([]string, 3)
+	for i := range out {
+		if p == 0 {
+			out[i] = net.JoinHostPort(host, "0")
+		} else {
+			out[i] = net.JoinHostPort(host, strconv.Itoa(p+i))
+		}
+	}
+	return out, nil
+}
+
+// startPlayground starts everything; stop undoes it.
+func startPlayground(ctx context.Context, f demoFlags) (pg *playground, err error) {
+	addrs, err := serveAddrs(f.srv.addr)
+	if err != nil {
+		return nil, err
+	}
+	pg = &playground{}
+	defer func() {
+		if err != nil {
+			pg.stop()
+		}
+	}()
+	if pg.b, err = openRegistry(f.registry); err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	health := map[string]*server.Server{}
+	for i, addr := range addrs {
+		lis, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		at := lis.Addr().String()
+		sm := fleetprom.NewServerMetrics(fleetprom.WithConstLabels(prometheus.Labels{"instance": at}))
+		if err := reg.Register(sm); err != nil {
+			lis.Close()
+			return nil, err
+		}
+		srv := server.New(server.WithLogger(quietLogger()), sm.Option())
+		if err := srv.Register(demo.Arith{}); err != nil {
+			lis.Close()
+			return nil, err
+		}
+		if err := srv.Register(&demo.Hello{}); err != nil {
+			lis.Close()
+			return nil, err
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); srv.Serve(lis) }()
+		pg.servers, pg.addrs, pg.done = append(pg.servers, srv), append(pg.addrs, at), append(pg.done, done)
+		health[at] = srv
+		r, err := pg.b.newRegistrar()
+		if err != nil {
+			return nil, err
+		}
+		pg.regs = append(pg.regs, r)
+		for _, svc := range []string{"Arith", "Hello"} {
+			in := registry.Instance{Service: svc, Addr: at, Weight: i + 1, Group: "demo", Version: "1"}
+			if err := srv.Publish(ctx, r, in, server.PublishConfig{LoadInterval: time.Second, DrainDelay: 300 * time.Millisecond}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if pg.admin, err = fleetprom.ListenAdmin(f.srv.adminAddr, fleetprom.AdminConfig{Gatherer: reg, Servers: health, Pprof: true}); err != nil {
+		return nil, err
+	}
+	if f.srv.load > 0 {
+		cm := fleetprom.NewClientMetrics()
+		reg.MustRegister(cm)
+		sel, err := selector.New(f.selector, selector.Config{})
+		if err != nil {
+			return nil, err
+		}
+		mode, err := client.ParseFailMode(f.failMode)
+		if err != nil {
+			return nil, err
+		}
+		if pg.x, err = client.NewXClient("Arith", pg.b.discovery, client.WithSelector(sel), client.WithFailMode(mode),
+			client.WithIdempotent("Add", "Mul", "Div"), client.WithFilters(selector.ByGroup("demo")), cm.XOption()); err != nil {
+			return nil, err
+		}
+		pg.startLoad(f.srv.load)
+	}
+	return pg, nil
+}
+
+// startLoad makes about n Arith.Add calls per second from 32 workers; a
+// tick that finds every worker busy is skipped (the load never queues).
+func (pg *playground) startLoad(n int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	pg.stopLoad = cancel
+	jobs := make(chan struct{}, 32)
+	for w := 0; w < 32; w++ {
+		pg.loadWG.Add(1)
+		go func() {
+			defer pg.loadWG.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-jobs:
+					cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+					var sum int
+					_ = pg.x.Call(cctx, "Add", &demo.Args{A: 1, B: 2}, &sum)
+					ccancel()
+				}
+			}
+		}()
+	}
+	pg.loadWG.Add(1)
+	go func() {
+		defer pg.loadWG.Done()
+		t := time.NewTicker(max(time.Second/time.Duration(n), 100*time.Microsecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				select {
+				case jobs <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+}
+
+// stop shuts down gracefully: load first, then each server (deregistering
+// before it drains), the admin endpoint and the registry.
+func (pg *playground) stop() {
+	if pg.stopLoad != nil {
+		pg.stopLoad()
+		pg.loadWG.Wait()
+	}
+	if pg.x != nil {
+		pg.x.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, srv := range pg.servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			srv.Shutdown(ctx)
+			<-pg.done[i]
+		}()
+	}
+	wg.Wait()
+	for _, r := range pg.regs {
+		r.Close()
+	}
+	if pg.admin != nil {
+		pg.admin.Close()
+	}
+	if pg.b != nil {
+		pg.b.close()
+	}
+}
+
+// runServe runs `fleet demo --serve` until SIGINT or SIGTERM (or ctx ends).
+func runServe(ctx context.Context, f demoFlags, stdout io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if f.srv.load < 0 {
+		return fmt.Errorf("--load %d: want 0 or more calls/s", f.srv.load)
+	}
+	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	pg, err := startPlayground(ctx, f)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "registry: %s\nservers (Arith, Hello): %v\nadmin: http://%s/metrics /healthz /readyz /debug/pprof/\nload: %d calls/s of Arith.Add\nCtrl-C stops.\n",
+		pg.b.name, pg.addrs, pg.admin.Addr(), f.srv.load)
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "shutting down")
+	pg.stop()
+	return nil
+}

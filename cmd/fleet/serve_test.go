@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestDemoServe runs `demo --serve` in process with load: /metrics shows
+// fleet_server_handled_total for Arith.Add growing across the three
+// servers, /healthz answers 200, and stop shuts everything down.
+func TestDemoServe(t *testing.T) {
+	f := demoFlags{selector: "weighted", failMode: "failover",
+		srv: serveFlags{serve: true, addr: "127.0.0.1:0", adminAddr: "127.0.0.1:0", load: 200}}
+	pg, err := startPlayground(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.stop()
+	base := "http://" + pg.admin.Addr().String()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	get := func(path string) (int, string) {
+		resp, err := hc.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	re := regexp.MustCompile(`(?m)^fleet_server_handled_total\{code="ok",instance="[^"]+",method="Add",service="Arith"\} (\S+)$`)
+	handled := func() float64 {
+		_, body := get("/metrics")
+		var sum float64
+		for _, m := range re.FindAllStringSubmatch(body, -1) {
+			v, _ := strconv.ParseFloat(m[1], 64)
+			sum += v
+		}
+		return sum
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	first := -1.0
+	for {
+		n := handled()
+		if first < 0 && n > 0 {
+			first = n
+		}
+		if first > 0 && n > first {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fleet_server_handled_total for Arith.Add did not grow within 20 s (first %v, now %v)", first, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, body := get("/healthz"); code != 200 {
+		t.Fatalf("/healthz: %d %q", code, body)
+	}
+}

@@ -1,0 +1,5 @@
+package fleetotel
+
+import "go.opentelemetry.io/otel/metric/noop"
+
+var noopMeter = noop.NewMeterProvider().Meter(ScopeName)

@@ -1,0 +1,96 @@
+package fleetprom_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetrpc/fleet/client"
+	fleetprom "github.com/fleetrpc/fleet/observability/prometheus"
+	"github.com/fleetrpc/fleet/server"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func get(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestAdmin: /metrics serves the registry, /healthz and /readyz report the
+// servers and turn 503 once a server's Shutdown begins, the token is
+// enforced, and a non-loopback address without a token is refused.
+func TestAdmin(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	sm := fleetprom.NewServerMetrics()
+	reg.MustRegister(sm)
+	srv := server.New(sm.Option())
+	addr := serve(t, srv)
+	c, err := client.Dial(context.Background(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var sum int
+	if err := c.Call(context.Background(), "Arith", "Add", &Args{A: 1, B: 2}, &sum); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := fleetprom.ListenAdmin("0.0.0.0:0", fleetprom.AdminConfig{}); err == nil {
+		t.Fatal("ListenAdmin on 0.0.0.0 without a token succeeded")
+	}
+	const token = "s3cret"
+	adm, err := fleetprom.ListenAdmin("127.0.0.1:0", fleetprom.AdminConfig{
+		Gatherer: reg, Servers: map[string]*server.Server{"a": srv}, Pprof: true, Token: token,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	base := "http://" + adm.Addr().String()
+
+	if code, _ := get(t, base+"/metrics", ""); code != http.StatusUnauthorized {
+		t.Errorf("/metrics without token: %d", code)
+	}
+	code, body := get(t, base+"/metrics", token)
+	if code != 200 || !strings.Contains(body, `fleet_server_handled_total{code="ok",method="Add",service="Arith"} 1`) {
+		t.Errorf("/metrics: %d\n%s", code, body)
+	}
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if code, body := get(t, base+p, token); code != 200 || body != "a SERVING\n" {
+			t.Errorf("%s: %d %q", p, code, body)
+		}
+	}
+	if code, _ := get(t, base+"/debug/pprof/", token); code != 200 {
+		t.Errorf("/debug/pprof/: %d", code)
+	}
+
+	checked := make(chan struct{})
+	srv.OnShutdown(func(context.Context) {
+		defer close(checked)
+		for _, p := range []string{"/healthz", "/readyz"} {
+			if code, body := get(t, base+p, token); code != http.StatusServiceUnavailable || body != "a NOT_SERVING\n" {
+				t.Errorf("%s during shutdown: %d %q", p, code, body)
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-checked
+}
