@@ -43,7 +43,8 @@ const (
 type Options struct {
 	// Scenarios to run; empty means all, in the order of Scenarios.
 	Scenarios []string
-	// Peers to measure; empty means every registered peer.
+	// Peers to measure; empty means every registered peer except the
+	// variants (peers.Default).
 	Peers []string
 	// Mode sets the sizes; empty means Full.
 	Mode Mode
@@ -236,7 +237,7 @@ func selectScenarios(names []string) ([]string, error) {
 
 func selectPeers(names []string) ([]*peers.Peer, error) {
 	if len(names) == 0 {
-		return peers.All(), nil
+		return peers.Default(), nil
 	}
 	var out []*peers.Peer
 	for _, p := range peers.All() {

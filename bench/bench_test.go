@@ -65,7 +65,7 @@ func TestRunTiny(t *testing.T) {
 		t.Fatalf("Run: %v\nprogress:\n%s", err, stderr.String())
 	}
 
-	for _, p := range peers.All() {
+	for _, p := range peers.Default() {
 		if p.Has(peers.OpEcho) {
 			found := false
 			for _, e := range rep.Echo {

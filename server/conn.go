@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -173,12 +172,7 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 		}
 		return
 	}
-	go runTask(c, m, f, buf) // arguments by value: nothing escapes to the heap
-}
-
-func runTask(c *conn, m *methodType, f protocol.Frame, buf *[]byte) {
-	t := task{c: c, m: m, f: f, buf: buf}
-	t.run()
+	s.handoff(c, m, f, buf)
 }
 
 func (s *Server) worker() {
@@ -244,9 +238,8 @@ func (t *task) run() {
 		compID = compress.ID(f.Compression)
 	}
 
-	args := reflect.New(m.argType)
-	reply := reflect.New(m.replyType)
-	err := c.decode(f, args.Interface())
+	args, reply := m.newArgs(), m.newReply()
+	err := c.decode(f, args)
 	bufpool.Put(t.buf)
 	t.buf = nil
 
@@ -262,30 +255,20 @@ func (t *task) run() {
 			}
 		}
 	}
-	var replyV any
 	if err == nil {
 		if s.chain != nil {
-			replyV = reply.Interface()
-			err = s.chain(ctx, args.Interface(), replyV)
+			err = s.chain(ctx, args, reply)
 		} else {
 			err = s.safeCall(ctx, m, args, reply)
 		}
 	}
-	if len(s.hooks.preWrite) > 0 {
-		if replyV == nil {
-			replyV = reply.Interface()
-		}
-		for _, h := range s.hooks.preWrite {
-			err = h.PreWriteResponse(ctx, &cctx.info, replyV, err)
-		}
+	for _, h := range s.hooks.preWrite {
+		err = h.PreWriteResponse(ctx, &cctx.info, reply, err)
 	}
 	if oneway {
 		return
 	}
-	if replyV == nil && err == nil {
-		replyV = reply.Interface()
-	}
-	werr := c.respond(seq, cdID, compID, replyV, err, cctx.info.ResponseMetadata, &m.replyHint)
+	werr := c.respond(seq, cdID, compID, reply, err, cctx.info.ResponseMetadata, &m.replyHint)
 	for _, h := range s.hooks.postWrite {
 		h.PostWriteResponse(ctx, &cctx.info, werr)
 	}
@@ -332,11 +315,11 @@ func (s *Server) runHandler(ctx context.Context, args, reply any) error {
 	if m == nil {
 		return fleet.NewError(fleet.Internal, "interceptor passed on a context not derived from the call's")
 	}
-	return s.safeCall(ctx, m, reflect.ValueOf(args), reflect.ValueOf(reply))
+	return s.safeCall(ctx, m, args, reply)
 }
 
 // safeCall runs the handler and turns a panic into an Internal error.
-func (s *Server) safeCall(ctx context.Context, m *methodType, args, reply reflect.Value) (err error) {
+func (s *Server) safeCall(ctx context.Context, m *methodType, args, reply any) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			buf := make([]byte, 4096)
@@ -346,7 +329,7 @@ func (s *Server) safeCall(ctx context.Context, m *methodType, args, reply reflec
 			err = fleet.Errorf(fleet.Internal, "panic in %s.%s: %v", m.service, m.name, p)
 		}
 	}()
-	return m.call(ctx, args, reply)
+	return m.invoke(ctx, args, reply)
 }
 
 // asCode returns err as a *fleet.Error, with code when err carries none.

@@ -1,12 +1,25 @@
 // Package server serves Fleet services.
 //
-// A Server publishes the exported methods of registered receivers (or
-// plain functions) and serves them on any number of listeners (TCP, Unix,
-// TLS, or any net.Listener). Method tables are built by reflection once, at
-// registration; a call looks its method up in a map and calls it directly.
+// A Server publishes methods and serves them on any number of listeners
+// (TCP, Unix, TLS, or any net.Listener). Methods come three ways:
 //
-// Every request runs on its own goroutine (or on a bounded worker pool,
-// WithWorkerPool), so a slow handler never delays the others on its
+//   - Register and RegisterName take a receiver written for Go's net/rpc,
+//     unchanged (same rules: args by value or pointer, value or pointer
+//     receivers, promoted methods), optionally with a context.Context first;
+//     exported methods that do not fit are logged with the reason.
+//   - RegisterFunction takes one plain function of the same shape.
+//   - Handle[A, R] takes a typed func(ctx, *A, *R) error: the fast path,
+//     with no reflection per call.
+//
+// Method tables are built once, at registration; a call looks its method up
+// in a map. Register's and RegisterFunction's methods are then called with
+// one reflect.Value.Call; nothing in this package uses unsafe or relies on
+// the runtime's internal layout of function values.
+//
+// Every request runs on its own goroutine (a goroutine that finished an
+// earlier request and waits for work, at most 256 of them, or a new one;
+// or on a bounded worker pool, WithWorkerPool), so a slow handler never
+// delays the others on its
 // connection, and responses go back in the order handlers finish, written
 // by one coalescing writer per connection. A handler's context carries the
 // caller's deadline (it ends then, or when the connection closes), the

@@ -89,7 +89,7 @@ func WithMaxPendingBytesPerConn(n int64) Option {
 // WithWorkerPool runs handlers on a pool of n goroutines shared by all
 // connections instead of one goroutine per request. When all workers are
 // busy, a connection waits to hand over its next request. Default 0: one
-// goroutine per request.
+// goroutine per request (reusing idle ones, see the package doc).
 func WithWorkerPool(n int) Option { return optionFunc(func(o *options) { o.workers = n }) }
 
 // WithIdleTimeout closes a connection on which nothing (no request, no

@@ -185,7 +185,7 @@ func (r *reflection) Describe(_ context.Context, req *ReflectionDescribeRequest,
 // methodIOTypes returns the types A and R of a method taking *A and *R:
 // the one place this file reads the method table's representation.
 func methodIOTypes(m *methodType) (args, reply reflect.Type) {
-	return m.argType, m.replyType
+	return reflect.TypeOf(m.newArgs()).Elem(), reflect.TypeOf(m.newReply()).Elem()
 }
 
 // describeType returns the (cached) description of t.

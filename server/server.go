@@ -40,6 +40,8 @@ type Server struct {
 	inflight atomic.Int64 // handlers running, all connections
 	calls    atomic.Uint64
 	tasks    chan task
+	idle     chan task    // handler goroutines waiting for work take from it
+	idleN    atomic.Int64 // handler goroutines waiting on idle
 	stopped  chan struct{}
 	stopOnce sync.Once
 }
@@ -51,6 +53,7 @@ func New(opts ...Option) *Server {
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[*conn]struct{}{},
 		stopped:   make(chan struct{}),
+		idle:      make(chan task),
 	}
 	for _, o := range opts {
 		o.apply(&s.opts)
@@ -75,18 +78,33 @@ func New(opts ...Option) *Server {
 }
 
 // Register publishes the exported methods of rcvr under the name of its
-// type. A method is served when it has one of the forms
+// type. It follows net/rpc's rules, so a type written for net/rpc registers
+// unchanged: a method is served when it has one of the forms
 //
-//	func (t *T) M(ctx context.Context, args *A, reply *R) error
-//	func (t *T) M(args *A, reply *R) error   // net/rpc form
+//	func (t T) M(args A, reply *R) error                      // net/rpc form
+//	func (t T) M(ctx context.Context, args A, reply *R) error // Fleet's form
 //
-// where A and R are exported or built-in types; other methods are skipped,
-// as net/rpc does. It fails when no method qualifies or the name is taken.
+// where the receiver is a value or a pointer (rcvr's method set decides, as
+// in Go: a pointer rcvr has both), methods promoted from embedded fields
+// count, A is any exported or built-in type taken by value or by pointer,
+// and R is any exported or built-in type. Each call gets fresh args and a
+// fresh reply; a map or slice reply starts empty, not nil, as in net/rpc.
+// ctx carries the call's deadline, metadata and CallInfo.
+//
+// Every other exported method is skipped and logged at level Warn, with the
+// reason, through the server's logger (WithLogger). Register returns an
+// error when no method fits (naming each skipped method and why), when rcvr
+// is nil or its type has no name, or when the name is taken. Unlike
+// net/rpc, the type itself need not be exported.
+//
+// Methods registered this way are called through package reflect (one
+// reflect.Value.Call per call); Handle registers a typed function without
+// any reflection per call.
 func (s *Server) Register(rcvr any) error { return s.RegisterName("", rcvr) }
 
 // RegisterName is Register under a custom service name.
 func (s *Server) RegisterName(name string, rcvr any) error {
-	svc, err := newService(name, rcvr)
+	svc, err := newService(name, rcvr, s.opts.logger)
 	if err != nil {
 		return err
 	}
@@ -94,9 +112,11 @@ func (s *Server) RegisterName(name string, rcvr any) error {
 }
 
 // RegisterFunction serves fn as service.method. fn has the form
-// func(ctx context.Context, args *A, reply *R) error or
-// func(args *A, reply *R) error. The service may also hold methods
-// registered by other calls.
+// func(ctx context.Context, args A, reply *R) error or
+// func(args A, reply *R) error, with A and R as for Register; it is called
+// through package reflect (Handle is the typed alternative). The service
+// may also hold methods registered by other calls. It fails when fn does
+// not fit, saying why, or when service.method is taken.
 func (s *Server) RegisterFunction(service, method string, fn any) error {
 	m, err := newFunction(service, method, fn)
 	if err != nil {

@@ -5,35 +5,31 @@ import (
 	"errors"
 	"fmt"
 	"go/token"
+	"log/slog"
 	"reflect"
 	"sort"
+	"strings"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/fleetrpc/fleet"
 )
 
-// methodType is one callable method, resolved once at registration.
+// methodType is one callable method, resolved once at registration. The
+// three functions are its whole per-call interface: the dispatcher does not
+// know whether they are a typed Handle (no reflection) or a reflective
+// net/rpc-style method.
 type methodType struct {
 	service, name string
-	argType       reflect.Type // the element type of *A
-	replyType     reflect.Type // the element type of *R
-	hasCtx        bool
 	replyHint     atomic.Int64 // size of the last response frame, to size the next buffer
 
-	// Fast paths: the method's code called directly with pointer-shaped
-	// arguments. Set when the receiver is a pointer (or there is none).
-	rcvr      unsafe.Pointer
-	withRcvr  bool
-	fnCtx     func(rcvr unsafe.Pointer, ctx context.Context, args, reply unsafe.Pointer) error
-	fnCtxFree func(ctx context.Context, args, reply unsafe.Pointer) error
-	fnNoCtx   func(rcvr unsafe.Pointer, args, reply unsafe.Pointer) error
-	fnNoCtxF  func(args, reply unsafe.Pointer) error
-
-	// Slow path, used when the fast path does not apply.
-	fn       reflect.Value
-	rcvrVal  reflect.Value
-	slowPath bool
+	// newArgs returns a fresh pointer to decode the arguments into.
+	newArgs func() any
+	// newReply returns a fresh pointer to the reply, prepared as net/rpc
+	// prepares it (a map or slice reply is made, not nil).
+	newReply func() any
+	// invoke runs the method on pointers from newArgs and newReply (or
+	// pointers of the same types, after an interceptor).
+	invoke func(ctx context.Context, args, reply any) error
 }
 
 type service struct {
@@ -46,72 +42,102 @@ var (
 	typeOfContext = reflect.TypeFor[context.Context]()
 )
 
-// eface is the layout of an interface{} value.
-type eface struct {
-	typ, data unsafe.Pointer
+// reflectMethod calls a net/rpc-style method or a plain function through
+// package reflect: registration resolves the types once, each call costs
+// one reflect.Value.Call.
+type reflectMethod struct {
+	fn         reflect.Value // the method expression (receiver first) or the function
+	rcvr       reflect.Value // the receiver; invalid for a plain function
+	hasCtx     bool
+	argPtr     reflect.Type // *A: what newArgs returns and decoding fills
+	argIsValue bool         // the method takes A, not *A
+	replyPtr   reflect.Type // *R, as the method takes it
 }
 
-// funcWord returns the code word of a func value stored in an interface.
-func funcWord(fn any) unsafe.Pointer { return (*eface)(unsafe.Pointer(&fn)).data }
+func (r *reflectMethod) newArgs() any { return reflect.New(r.argPtr.Elem()).Interface() }
 
-// call runs the method on freshly allocated args and reply pointers.
-func (m *methodType) call(ctx context.Context, args, reply reflect.Value) error {
-	if m.slowPath {
-		var in []reflect.Value
-		if m.rcvrVal.IsValid() {
-			in = append(in, m.rcvrVal)
-		}
-		if m.hasCtx {
-			in = append(in, reflect.ValueOf(ctx))
-		}
-		in = append(in, args, reply)
-		out := m.fn.Call(in)
-		if e := out[0].Interface(); e != nil {
-			return e.(error)
-		}
-		return nil
+func (r *reflectMethod) newReply() any {
+	t := r.replyPtr.Elem()
+	v := reflect.New(t)
+	switch t.Kind() {
+	case reflect.Map:
+		v.Elem().Set(reflect.MakeMap(t))
+	case reflect.Slice:
+		v.Elem().Set(reflect.MakeSlice(t, 0, 0))
 	}
-	a, r := args.UnsafePointer(), reply.UnsafePointer()
-	switch {
-	case m.hasCtx && m.withRcvr:
-		return m.fnCtx(m.rcvr, ctx, a, r)
-	case m.hasCtx:
-		return m.fnCtxFree(ctx, a, r)
-	case m.withRcvr:
-		return m.fnNoCtx(m.rcvr, a, r)
-	default:
-		return m.fnNoCtxF(a, r)
-	}
+	return v.Interface()
 }
 
-// checkSignature validates ins (the parameter types after any receiver)
-// and returns whether the first is a context.
-func checkSignature(where string, ft reflect.Type, skip int) (hasCtx bool, argT, replyT reflect.Type, err error) {
+func (r *reflectMethod) invoke(ctx context.Context, args, reply any) error {
+	a, rp := reflect.ValueOf(args), reflect.ValueOf(reply)
+	if a.Type() != r.argPtr || rp.Type() != r.replyPtr {
+		return fleet.Errorf(fleet.Internal, "handler called with %T and %T, want %s and %s", args, reply, r.argPtr, r.replyPtr)
+	}
+	if r.argIsValue {
+		a = a.Elem()
+	}
+	var buf [4]reflect.Value
+	in := buf[:0]
+	if r.rcvr.IsValid() {
+		in = append(in, r.rcvr)
+	}
+	if r.hasCtx {
+		// A Value of the parameter's own type, context.Context: Call then
+		// checks assignability by identity, not by walking the method set
+		// of the concrete context type (a tenth of a whole call's CPU).
+		in = append(in, reflect.ValueOf(&ctx).Elem())
+	}
+	in = append(in, a, rp)
+	out := r.fn.Call(in)
+	if e := out[0].Interface(); e != nil {
+		return e.(error)
+	}
+	return nil
+}
+
+func (r *reflectMethod) methodType(svc, name string) *methodType {
+	return &methodType{service: svc, name: name, newArgs: r.newArgs, newReply: r.newReply, invoke: r.invoke}
+}
+
+// checkSignature applies net/rpc's rules to the parameters of ft after the
+// first skip ones (the receiver), plus Fleet's optional leading
+// context.Context: (args A, reply *R) error or (ctx, args A, reply *R)
+// error, where A is any exported or built-in type, by value or pointer, and
+// R is any exported or built-in type. The error says why ft does not fit.
+func checkSignature(ft reflect.Type, skip int) (r *reflectMethod, err error) {
 	n := ft.NumIn() - skip
-	if ft.NumOut() != 1 || ft.Out(0) != typeOfError {
-		return false, nil, nil, fmt.Errorf("server: %s must return exactly one error", where)
+	switch {
+	case ft.IsVariadic():
+		return nil, errors.New("is variadic")
+	case n == 3 && ft.In(skip) != typeOfContext:
+		return nil, fmt.Errorf("first of 3 parameters is %s, want context.Context", ft.In(skip))
+	case n != 2 && n != 3:
+		return nil, fmt.Errorf("has %d parameters, want (args, *reply) or (context.Context, args, *reply)", n)
 	}
-	switch n {
-	case 3:
-		if ft.In(skip) != typeOfContext {
-			return false, nil, nil, fmt.Errorf("server: %s: first argument must be context.Context", where)
-		}
-		hasCtx = true
+	r = &reflectMethod{hasCtx: n == 3}
+	if r.hasCtx {
 		skip++
-	case 2:
-	default:
-		return false, nil, nil, fmt.Errorf("server: %s must take (ctx, *Args, *Reply) or (*Args, *Reply)", where)
 	}
-	a, r := ft.In(skip), ft.In(skip+1)
-	if a.Kind() != reflect.Pointer || r.Kind() != reflect.Pointer {
-		return false, nil, nil, fmt.Errorf("server: %s: args and reply must be pointers", where)
+	a, rp := ft.In(skip), ft.In(skip+1)
+	switch {
+	case !exportedOrBuiltin(a):
+		return nil, fmt.Errorf("argument type %s is not exported", a)
+	case rp.Kind() != reflect.Pointer:
+		return nil, fmt.Errorf("reply type %s is not a pointer", rp)
+	case !exportedOrBuiltin(rp):
+		return nil, fmt.Errorf("reply type %s is not exported", rp)
+	case ft.NumOut() != 1 || ft.Out(0) != typeOfError:
+		return nil, errors.New("must return exactly one value, of type error")
 	}
-	if !exportedOrBuiltin(a.Elem()) || !exportedOrBuiltin(r.Elem()) {
-		return false, nil, nil, fmt.Errorf("server: %s: args and reply types must be exported", where)
+	r.argPtr, r.replyPtr = a, rp
+	if a.Kind() != reflect.Pointer {
+		r.argPtr, r.argIsValue = reflect.PointerTo(a), true
 	}
-	return hasCtx, a.Elem(), r.Elem(), nil
+	return r, nil
 }
 
+// exportedOrBuiltin reports whether t, after dereferencing pointers, is an
+// exported named type or a type with no package (string, int, []T, map...).
 func exportedOrBuiltin(t reflect.Type) bool {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -119,8 +145,33 @@ func exportedOrBuiltin(t reflect.Type) bool {
 	return token.IsExported(t.Name()) || t.PkgPath() == ""
 }
 
-// newService builds the method table of rcvr under name.
-func newService(name string, rcvr any) (*service, error) {
+// skipped is an exported method that was not registered, and why.
+type skipped struct{ method, reason string }
+
+// suitableMethods returns the methods of rt (whose value is rv) that fit,
+// and the exported methods that do not.
+func suitableMethods(name string, rv reflect.Value, rt reflect.Type) (map[string]*methodType, []skipped) {
+	methods := map[string]*methodType{}
+	var skips []skipped
+	for i := 0; i < rt.NumMethod(); i++ {
+		m := rt.Method(i)
+		if !m.IsExported() {
+			continue
+		}
+		r, err := checkSignature(m.Type, 1)
+		if err != nil {
+			skips = append(skips, skipped{m.Name, err.Error()})
+			continue
+		}
+		r.fn, r.rcvr = m.Func, rv
+		methods[m.Name] = r.methodType(name, m.Name)
+	}
+	return methods, skips
+}
+
+// newService builds the method table of rcvr under name, logging every
+// exported method it skips. It fails when no method fits.
+func newService(name string, rcvr any, log *slog.Logger) (*service, error) {
 	if rcvr == nil {
 		return nil, errors.New("server: nil receiver")
 	}
@@ -132,60 +183,41 @@ func newService(name string, rcvr any) (*service, error) {
 	if name == "" {
 		return nil, fmt.Errorf("server: no service name for type %s", rt)
 	}
-	s := &service{name: name, methods: map[string]*methodType{}}
-	for i := 0; i < rt.NumMethod(); i++ {
-		m := rt.Method(i)
-		if !m.IsExported() {
-			continue
-		}
-		where := name + "." + m.Name
-		hasCtx, argT, replyT, err := checkSignature(where, m.Type, 1)
-		if err != nil {
-			continue // not an RPC method, as net/rpc does
-		}
-		mt := &methodType{service: name, name: m.Name, argType: argT, replyType: replyT, hasCtx: hasCtx}
-		if rt.Kind() == reflect.Pointer {
-			// m.Func is the method expression func(*T, ...); its code
-			// word takes the receiver as a plain pointer argument.
-			mt.withRcvr = true
-			mt.rcvr = rv.UnsafePointer()
-			w := funcWord(m.Func.Interface())
-			if hasCtx {
-				*(*unsafe.Pointer)(unsafe.Pointer(&mt.fnCtx)) = w
-			} else {
-				*(*unsafe.Pointer)(unsafe.Pointer(&mt.fnNoCtx)) = w
+	methods, skips := suitableMethods(name, rv, rt)
+	for _, sk := range skips {
+		log.Warn("fleet server: method not registered", "service", name, "method", sk.method, "reason", sk.reason)
+	}
+	if len(methods) == 0 {
+		msg := fmt.Sprintf("server: type %s has no exported methods of the form M(args A, reply *R) error or M(ctx context.Context, args A, reply *R) error", rt)
+		if rt.Kind() != reflect.Pointer {
+			if pm, _ := suitableMethods(name, reflect.New(rt), reflect.PointerTo(rt)); len(pm) > 0 {
+				msg += " (hint: its methods have pointer receivers; register a pointer)"
 			}
-		} else {
-			mt.slowPath = true
-			mt.fn = m.Func
-			mt.rcvrVal = rv
 		}
-		s.methods[m.Name] = mt
+		if len(skips) > 0 {
+			why := make([]string, len(skips))
+			for i, sk := range skips {
+				why[i] = sk.method + ": " + sk.reason
+			}
+			msg += "; skipped " + strings.Join(why, "; ")
+		}
+		return nil, errors.New(msg)
 	}
-	if len(s.methods) == 0 {
-		return nil, fmt.Errorf("server: type %s has no exported methods of the form M(ctx, *Args, *Reply) error or M(*Args, *Reply) error", rt)
-	}
-	return s, nil
+	return &service{name: name, methods: methods}, nil
 }
 
 // newFunction builds a method from a plain function.
 func newFunction(svc, method string, fn any) (*methodType, error) {
 	fv := reflect.ValueOf(fn)
-	if fv.Kind() != reflect.Func {
+	if fv.Kind() != reflect.Func || fv.IsNil() {
 		return nil, fmt.Errorf("server: %s.%s: %T is not a function", svc, method, fn)
 	}
-	hasCtx, argT, replyT, err := checkSignature(svc+"."+method, fv.Type(), 0)
+	r, err := checkSignature(fv.Type(), 0)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("server: %s.%s: function %s", svc, method, err)
 	}
-	mt := &methodType{service: svc, name: method, argType: argT, replyType: replyT, hasCtx: hasCtx}
-	w := funcWord(fn)
-	if hasCtx {
-		*(*unsafe.Pointer)(unsafe.Pointer(&mt.fnCtxFree)) = w
-	} else {
-		*(*unsafe.Pointer)(unsafe.Pointer(&mt.fnNoCtxF)) = w
-	}
-	return mt, nil
+	r.fn = fv
+	return r.methodType(svc, method), nil
 }
 
 func (s *service) methodNames() []string {

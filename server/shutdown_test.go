@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -124,6 +126,84 @@ func TestGoroutinesReturnToBaseline(t *testing.T) {
 			c.Close()
 		}
 	}()
-	// The server's accept loop is the only goroutine left of this test.
+	// The server's accept loop is the only goroutine left of this test,
+	// with handler goroutines idle in the server's bounded reuse pool
+	// (they end when the server stops: below).
+	goleak.VerifyNone(t, base, goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreTopFunction("github.com/fleetrpc/fleet/server.runTask"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
 	goleak.VerifyNone(t, base, goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
+}
+
+// idleHandlers counts the handler goroutines waiting in the server's reuse
+// pool: parked in select with runTask on top of the stack.
+func idleHandlers() int {
+	buf := make([]byte, 8<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		lines := strings.SplitN(g, "\n", 3)
+		if len(lines) >= 2 && strings.Contains(lines[0], "[select") &&
+			strings.HasPrefix(lines[1], "github.com/fleetrpc/fleet/server.runTask(") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestIdleHandlersBounded: after a burst of 400 concurrent calls, at most
+// 256 handler goroutines stay for reuse, and none after Shutdown.
+func TestIdleHandlersBounded(t *testing.T) {
+	const burst = 400
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	started.Add(burst)
+	srv := server.New()
+	if err := server.Handle(srv, "B", "Wait", func(ctx context.Context, in *Msg, out *Msg) error {
+		started.Done()
+		<-release
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	addr := testutil.Serve(t, srv)
+	c := dial(t, addr)
+	calls := make([]*client.Call, burst)
+	for i := range calls {
+		calls[i] = c.Go(context.Background(), "B", "Wait", &Msg{}, &Msg{}, nil)
+	}
+	started.Wait() // all 400 handlers run at once
+	close(release)
+	for _, call := range calls {
+		<-call.Done
+		if call.Error != nil {
+			t.Fatal(call.Error)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		n := idleHandlers()
+		if n > 0 && n <= 256 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d idle handler goroutines, want 1 to 256", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for idleHandlers() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d idle handler goroutines after Shutdown", idleHandlers())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -26,9 +26,47 @@ func init() {
 		Desc:       "server.New and client.Dial with default options, protobuf codec; N connections = N clients used round robin",
 		Ops:        []Op{OpEcho, OpAdd, OpLog, OpLogOneway},
 		OnewayDesc: "client.Send (oneway frame)",
-		NewServer:  newFleetServer,
+		NewServer:  func(o ServerOptions) (Server, error) { return newFleetServer(o, registerPointer) },
 		Dial:       dialFleet,
 	})
+	// The same peer with the echo service registered the two other ways,
+	// to compare registrations (the math and log services stay by pointer).
+	Register(&Peer{
+		Name:       FleetTyped,
+		Title:      "Fleet (typed Handle)",
+		Desc:       "as fleet, with Hello.Say registered by server.Handle (typed, no reflection per call)",
+		Ops:        []Op{OpEcho, OpAdd, OpLog, OpLogOneway},
+		OnewayDesc: "client.Send (oneway frame)",
+		NewServer:  func(o ServerOptions) (Server, error) { return newFleetServer(o, registerTyped) },
+		Dial:       dialFleet,
+		Variant:    true,
+	})
+	Register(&Peer{
+		Name:       FleetValue,
+		Title:      "Fleet (value receiver)",
+		Desc:       "as fleet, with Hello.Say on a value receiver (Register, called through reflect)",
+		Ops:        []Op{OpEcho, OpAdd, OpLog, OpLogOneway},
+		OnewayDesc: "client.Send (oneway frame)",
+		NewServer:  func(o ServerOptions) (Server, error) { return newFleetServer(o, registerValue) },
+		Dial:       dialFleet,
+		Variant:    true,
+	})
+}
+
+// registerPointer serves Hello.Say on a pointer receiver (net/rpc style).
+func registerPointer(s *server.Server, sleep time.Duration) error {
+	return s.RegisterName("Hello", &FleetHello{sleep: sleep})
+}
+
+// registerTyped serves Hello.Say with server.Handle.
+func registerTyped(s *server.Server, sleep time.Duration) error {
+	h := &FleetHello{sleep: sleep}
+	return server.Handle(s, "Hello", "Say", h.Say)
+}
+
+// registerValue serves Hello.Say on a value receiver.
+func registerValue(s *server.Server, sleep time.Duration) error {
+	return s.RegisterName("Hello", FleetHelloValue{sleep: sleep})
 }
 
 // FleetHello is the echo service.
@@ -36,6 +74,16 @@ type FleetHello struct{ sleep time.Duration }
 
 // Say answers the benchmark message with field1 = "OK" and field2 = 100.
 func (h *FleetHello) Say(ctx context.Context, args *benchpb.BenchmarkMessage, reply *benchpb.BenchmarkMessage) error {
+	sleep(ctx, h.sleep)
+	benchpb.Echo(reply, args)
+	return nil
+}
+
+// FleetHelloValue is FleetHello with a value receiver.
+type FleetHelloValue struct{ sleep time.Duration }
+
+// Say answers as FleetHello.Say does.
+func (h FleetHelloValue) Say(ctx context.Context, args *benchpb.BenchmarkMessage, reply *benchpb.BenchmarkMessage) error {
 	sleep(ctx, h.sleep)
 	benchpb.Echo(reply, args)
 	return nil
@@ -66,9 +114,9 @@ type fleetServer struct {
 	srv *server.Server
 }
 
-func newFleetServer(o ServerOptions) (Server, error) {
+func newFleetServer(o ServerOptions, hello func(*server.Server, time.Duration) error) (Server, error) {
 	s := &fleetServer{srv: server.New()}
-	if err := s.srv.RegisterName("Hello", &FleetHello{sleep: o.Sleep}); err != nil {
+	if err := hello(s.srv, o.Sleep); err != nil {
 		return nil, err
 	}
 	if err := s.srv.RegisterName("MathService", FleetMath{}); err != nil {

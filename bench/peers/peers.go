@@ -90,6 +90,10 @@ type Peer struct {
 	NewServer func(ServerOptions) (Server, error)
 	// Dial connects a client to a server at addr (host:port on TCP).
 	Dial func(ctx context.Context, addr string, opts ClientOptions) (Client, error)
+	// Variant marks another set-up of a peer listed above it (Fleet with
+	// typed or value-receiver registration): measured only when named
+	// (--peers), never in the default set.
+	Variant bool
 }
 
 // Has reports whether p offers op.
@@ -114,7 +118,7 @@ func Register(p *Peer) {
 
 // Order is the order in which peers appear in reports: Fleet first, the raw
 // ceilings last.
-var Order = []string{Fleet, RPCX, GRPC, Thrift, NetRPC, JSONRPC, Raw, GobStream}
+var Order = []string{Fleet, FleetTyped, FleetValue, RPCX, GRPC, Thrift, NetRPC, JSONRPC, Raw, GobStream}
 
 // All returns the registered peers in Order.
 func All() []*Peer {
@@ -150,16 +154,32 @@ func Names() []string {
 	return names
 }
 
+// Default returns the peers measured when none are named: All without the
+// variants.
+func Default() []*Peer {
+	var out []*Peer
+	for _, p := range All() {
+		if !p.Variant {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // The peer names.
 const (
-	Fleet     = "fleet"
-	GRPC      = "grpc"
-	RPCX      = "rpcx"
-	Thrift    = "thrift"
-	NetRPC    = "netrpc"
-	JSONRPC   = "jsonrpc"
-	Raw       = "raw"
-	GobStream = "gobstream"
+	Fleet = "fleet"
+	// FleetTyped is Fleet with Hello.Say registered by server.Handle.
+	FleetTyped = "fleet-typed"
+	// FleetValue is Fleet with Hello.Say on a value receiver.
+	FleetValue = "fleet-value"
+	GRPC       = "grpc"
+	RPCX       = "rpcx"
+	Thrift     = "thrift"
+	NetRPC     = "netrpc"
+	JSONRPC    = "jsonrpc"
+	Raw        = "raw"
+	GobStream  = "gobstream"
 )
 
 // LogBatchSize is the number of entries in one shipped batch (seed 004).

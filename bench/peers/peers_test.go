@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ func TestLogLine(t *testing.T) {
 // TestPeers runs every operation of every peer in-process over TCP, with
 // concurrent callers on two connections, and checks the answers.
 func TestPeers(t *testing.T) {
-	for _, p := range peers.All() {
+	for _, p := range peers.Default() {
 		t.Run(p.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
@@ -98,6 +99,70 @@ func TestPeers(t *testing.T) {
 				t.Error("Serve did not return after Close")
 			}
 		})
+	}
+}
+
+// TestVariants checks the echo of each variant peer (Fleet registered
+// another way) and that the default set leaves it out.
+func TestVariants(t *testing.T) {
+	var names []string
+	for _, p := range peers.All() {
+		if !p.Variant {
+			continue
+		}
+		names = append(names, p.Name)
+		if slices.Contains(peers.Default(), p) {
+			t.Errorf("%s is in the default set", p.Name)
+		}
+		t.Run(p.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			srv, err := p.NewServer(peers.ServerOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			served := make(chan error, 1)
+			go func() { served <- srv.Serve(lis) }()
+			c, err := p.Dial(ctx, lis.Addr().String(), peers.ClientOptions{Conns: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			errs := make(chan error, 8*25)
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 25 {
+						errs <- c.Echo(ctx)
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.Close()
+			srv.Close()
+			select {
+			case err := <-served:
+				if err != nil {
+					t.Errorf("Serve: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("Serve did not return after Close")
+			}
+		})
+	}
+	if !slices.Equal(names, []string{peers.FleetTyped, peers.FleetValue}) {
+		t.Errorf("variants = %v", names)
 	}
 }
 

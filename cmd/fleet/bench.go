@@ -82,7 +82,7 @@ everything in under a minute and writes nothing unless --out is given.`,
 	f.BoolVar(&quick, "quick", false, "run every scenario and peer in under 60 s (fewer calls, fewer concurrency levels)")
 	f.BoolVar(&jsonOut, "json", false, "print the results as JSON on stdout instead of the tables")
 	f.StringVar(&out, "out", "docs/benchmarks.md", "markdown report to write, with charts in img/ beside it and the JSON results (default with --quick: none)")
-	f.StringSliceVar(&peerList, "peers", nil, "peers to measure (default all): "+strings.Join(peers.Names(), ","))
+	f.StringSliceVar(&peerList, "peers", nil, "peers to measure: "+strings.Join(peers.Names(), ",")+" (default: all but the variants "+strings.Join(variants(), ",")+", which register Fleet's echo service by typed Handle and on a value receiver)")
 	f.StringVar(&render, "render", "", "measure nothing: print the tables of an earlier run's JSON results (and rewrite --out and its charts from them)")
 	f.IntVar(&repeat, "repeat", 1, "run the echo scenario this many rounds and report the median and the spread of each figure")
 	f.IntVar(&senders, "log-senders", 4, "goroutines shipping log batches over the one connection of the logs scenario")
@@ -111,4 +111,15 @@ func quoteArgs(args []string) string {
 		q[i] = a
 	}
 	return strings.Join(q, " ")
+}
+
+// variants names the peers measured only when asked for.
+func variants() []string {
+	var out []string
+	for _, p := range peers.All() {
+		if p.Variant {
+			out = append(out, p.Name)
+		}
+	}
+	return out
 }
