@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"reflect"
+	"sync"
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/codec"
@@ -80,9 +81,8 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 	}
 	hctx := context.Context(cctx)
 
-	args := reflect.New(m.argType)
-	replyPtr := reflect.New(m.replyType)
-	if uerr := call.Codec.Unmarshal(call.Payload, args.Interface()); uerr != nil {
+	args, replyV := m.newArgs(), m.newReply()
+	if uerr := call.Codec.Unmarshal(call.Payload, args); uerr != nil {
 		err = fleet.Errorf(fleet.InvalidArgument, "decode arguments: %v", uerr)
 	}
 	if err == nil && s.opts.auth != nil {
@@ -98,12 +98,11 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 			}
 		}
 	}
-	replyV := replyPtr.Interface()
 	if err == nil {
 		if s.chain != nil {
-			err = s.chain(hctx, args.Interface(), replyV)
+			err = s.chain(hctx, args, replyV)
 		} else {
-			err = s.safeCall(hctx, m, args, replyPtr)
+			err = s.safeCall(hctx, m, args, replyV)
 		}
 	}
 	for _, h := range s.hooks.preWrite {
@@ -185,7 +184,8 @@ type MethodDesc struct {
 }
 
 // Method returns the description of service.method, or false when it is
-// not registered. It is safe for concurrent use and does not allocate.
+// not registered. It is safe for concurrent use; it allocates only the
+// first time a method is described.
 func (s *Server) Method(service, method string) (MethodDesc, bool) {
 	svc := (*s.services.Load())[service]
 	if svc == nil {
@@ -195,7 +195,23 @@ func (s *Server) Method(service, method string) (MethodDesc, bool) {
 	if m == nil {
 		return MethodDesc{}, false
 	}
-	return MethodDesc{Service: service, Method: method, ArgType: m.argType, ReplyType: m.replyType}, true
+	return MethodDesc{Service: service, Method: method, ArgType: methodTypes(m).args, ReplyType: methodTypes(m).reply}, true
+}
+
+// typePair is a method's argument and reply element types.
+type typePair struct{ args, reply reflect.Type }
+
+// methodTypesCache maps a *methodType to its typePair, found once from a
+// value of each (methods are never removed, so entries stay valid).
+var methodTypesCache sync.Map
+
+func methodTypes(m *methodType) typePair {
+	if v, ok := methodTypesCache.Load(m); ok {
+		return v.(typePair)
+	}
+	tp := typePair{args: reflect.TypeOf(m.newArgs()).Elem(), reply: reflect.TypeOf(m.newReply()).Elem()}
+	methodTypesCache.Store(m, tp)
+	return tp
 }
 
 // ShuttingDown reports whether Shutdown or Close has begun: new calls and
