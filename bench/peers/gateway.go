@@ -13,10 +13,10 @@ import (
 //
 //   - fleet-gw: Fleet's own client through the gateway's listener; beside
 //     "fleet" in the same run it measures what the sniffing costs the
-//     native path.
+//     native path. A variant: measured only when named in --peers.
 //   - fleet-grpc: the gRPC-go peer's client against Fleet's gRPC side
-//     (grpc-go's ServeHTTP behind net/http's h2c server); beside "grpc" it
-//     compares with grpc-go's own server. The gateway serves unary calls
+//     (h2c, grpc-go's own transport); beside "grpc" it compares with
+//     grpc-go's own server. The gateway serves unary calls
 //     only, so there is no log-oneway (a client stream).
 
 // The names of the gateway peers.
@@ -34,6 +34,7 @@ func init() {
 		OnewayDesc: "client.Send (oneway frame)",
 		NewServer:  newGatewayServer,
 		Dial:       dialFleet,
+		Variant:    true,
 	})
 	Register(&Peer{
 		Name:      FleetGRPC,
@@ -57,7 +58,7 @@ type gatewayServer struct {
 }
 
 func newGatewayServer(o ServerOptions) (Server, error) {
-	s, err := newFleetServer(o)
+	s, err := newFleetServer(o, registerPointer)
 	if err != nil {
 		return nil, err
 	}
