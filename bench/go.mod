@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/apache/thrift v0.25.0
 	github.com/fleetrpc/fleet v0.0.0-00010101000000-000000000000
+	github.com/fleetrpc/fleet/gateway v0.0.0-00010101000000-000000000000
 	github.com/smallnest/rpcx v1.9.1
 	gonum.org/v1/plot v0.17.0
 	google.golang.org/grpc v1.85.0
@@ -67,7 +68,7 @@ require (
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	github.com/xtaci/kcp-go v5.4.20+incompatible // indirect
 	go.uber.org/mock v0.5.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/exp v0.0.0-20250128144449-3edf0e91c1ae // indirect
 	golang.org/x/image v0.30.0 // indirect
@@ -83,3 +84,5 @@ require (
 )
 
 replace github.com/fleetrpc/fleet => ..
+
+replace github.com/fleetrpc/fleet/gateway => ../gateway

@@ -6,6 +6,8 @@ require github.com/fleetrpc/fleet v0.0.0-00010101000000-000000000000
 
 require github.com/fleetrpc/fleet/bench v0.0.0-00010101000000-000000000000
 
+require github.com/fleetrpc/fleet/gateway v0.0.0-00010101000000-000000000000
+
 require github.com/fleetrpc/fleet/registry/etcd v0.0.0-00010101000000-000000000000
 
 require github.com/fleetrpc/fleet/registry/zookeeper v0.0.0-00010101000000-000000000000
@@ -143,6 +145,8 @@ require (
 replace github.com/fleetrpc/fleet => ../..
 
 replace github.com/fleetrpc/fleet/bench => ../../bench
+
+replace github.com/fleetrpc/fleet/gateway => ../../gateway
 
 replace github.com/fleetrpc/fleet/registry/etcd => ../../registry/etcd
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fleetrpc/fleet/client"
+	"github.com/fleetrpc/fleet/gateway"
 	"github.com/fleetrpc/fleet/internal/demo"
 	fleetprom "github.com/fleetrpc/fleet/observability/prometheus"
 	"github.com/fleetrpc/fleet/registry"
@@ -104,8 +105,11 @@ func startPlayground(ctx context.Context, f demoFlags) (pg *playground, err erro
 			lis.Close()
 			return nil, err
 		}
+		// The gateway answers gRPC, HTTP/JSON and JSON-RPC 2.0 on the same
+		// port; srv.Shutdown stops it too.
+		gw := gateway.New(srv, gateway.WithLogger(quietLogger()))
 		done := make(chan struct{})
-		go func() { defer close(done); srv.Serve(lis) }()
+		go func() { defer close(done); gw.Serve(lis) }()
 		pg.servers, pg.addrs, pg.done = append(pg.servers, srv), append(pg.addrs, at), append(pg.done, done)
 		health[at] = srv
 		r, err := pg.b.newRegistrar()
@@ -232,7 +236,7 @@ func runServe(ctx context.Context, f demoFlags, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "registry: %s\nservers (Arith, Hello): %v\nadmin: http://%s/metrics /healthz /readyz /debug/pprof/\nload: %d calls/s of Arith.Add\nCtrl-C stops.\n",
+	fmt.Fprintf(stdout, "registry: %s\nservers (Arith, Hello; native, gRPC, HTTP/JSON, JSON-RPC 2.0): %v\nadmin: http://%s/metrics /healthz /readyz /debug/pprof/\nload: %d calls/s of Arith.Add\nCtrl-C stops.\n",
 		pg.b.name, pg.addrs, pg.admin.Addr(), f.srv.load)
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "shutting down")

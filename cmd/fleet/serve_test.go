@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -59,5 +60,39 @@ func TestDemoServe(t *testing.T) {
 	}
 	if code, body := get("/healthz"); code != 200 {
 		t.Fatalf("/healthz: %d %q", code, body)
+	}
+}
+
+// TestDemoServeGateway: the demo's servers answer HTTP/JSON and JSON-RPC
+// 2.0 on their native port.
+func TestDemoServeGateway(t *testing.T) {
+	f := demoFlags{selector: "weighted", failMode: "failover",
+		srv: serveFlags{serve: true, addr: "127.0.0.1:0", adminAddr: "127.0.0.1:0"}}
+	pg, err := startPlayground(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.stop()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: 20 * time.Second}
+	post := func(path, body string) string {
+		t.Helper()
+		resp, err := hc.Post("http://"+pg.addrs[0]+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST %s: %d %s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	if got := post("/Arith/Add", `{"A":1,"B":2}`); got != "3" {
+		t.Fatalf("HTTP/JSON Arith.Add: %s", got)
+	}
+	if got := post("/", `{"jsonrpc":"2.0","method":"Arith.Add","params":{"A":1,"B":2},"id":7}`); got != `{"jsonrpc":"2.0","result":3,"id":7}` {
+		t.Fatalf("JSON-RPC Arith.Add: %s", got)
 	}
 }

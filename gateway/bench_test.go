@@ -1,0 +1,134 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+
+	"github.com/fleetrpc/fleet/client"
+	"github.com/fleetrpc/fleet/codec"
+	"github.com/fleetrpc/fleet/gateway"
+	"github.com/fleetrpc/fleet/internal/benchpb"
+	"github.com/fleetrpc/fleet/internal/demo"
+	"github.com/fleetrpc/fleet/server"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// The benchmarks compare, in one run, the native path served by
+// server.Serve and by gateway.Serve, and gRPC served by a grpc-go server
+// and by the gateway (the same grpc-go client):
+//
+//	go test -run '^$' -bench . -benchtime 3s ./gateway/
+
+func benchServer(b *testing.B) *server.Server {
+	srv := server.New(server.WithLogger(discard()))
+	if err := srv.Register(&demo.Hello{}); err != nil {
+		b.Fatal(err)
+	}
+	return srv
+}
+
+func listen(b *testing.B) net.Listener {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return lis
+}
+
+func BenchmarkNativeEcho(b *testing.B) {
+	run := func(b *testing.B, addr string) {
+		c, err := client.Dial(context.Background(), "tcp", addr, client.WithCodec(codec.Protobuf))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		in := benchpb.New()
+		b.SetParallelism(100) // 100 callers per GOMAXPROCS
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			out := new(benchpb.BenchmarkMessage)
+			for pb.Next() {
+				if err := c.Call(context.Background(), "Hello", "Say", in, out); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	b.Run("server.Serve", func(b *testing.B) {
+		srv := benchServer(b)
+		lis := listen(b)
+		go func() { _ = srv.Serve(lis) }()
+		defer srv.Close()
+		run(b, lis.Addr().String())
+	})
+	b.Run("gateway.Serve", func(b *testing.B) {
+		g := gateway.New(benchServer(b), gateway.WithLogger(discard()))
+		lis := listen(b)
+		go func() { _ = g.Serve(lis) }()
+		defer g.Close()
+		run(b, lis.Addr().String())
+	})
+}
+
+// helloDesc is what protoc-gen-go-grpc would generate for pb.Hello.
+var helloDesc = grpc.ServiceDesc{
+	ServiceName: "pb.Hello",
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "Say",
+		Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			in := new(benchpb.BenchmarkMessage)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			out := new(benchpb.BenchmarkMessage)
+			benchpb.Echo(out, in)
+			return out, nil
+		},
+	}},
+}
+
+func BenchmarkGRPCEcho(b *testing.B) {
+	run := func(b *testing.B, addr string) {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cc.Close()
+		in := benchpb.New()
+		b.SetParallelism(100)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			out := new(benchpb.BenchmarkMessage)
+			for pb.Next() {
+				if err := cc.Invoke(context.Background(), "/pb.Hello/Say", in, out); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	b.Run("grpc-go", func(b *testing.B) {
+		gs := grpc.NewServer()
+		gs.RegisterService(&helloDesc, struct{}{})
+		lis := listen(b)
+		go func() { _ = gs.Serve(lis) }()
+		defer gs.Stop()
+		run(b, lis.Addr().String())
+	})
+	b.Run("gateway", func(b *testing.B) {
+		g := gateway.New(benchServer(b), gateway.WithLogger(discard()))
+		lis := listen(b)
+		done := make(chan error, 1)
+		go func() { done <- g.Serve(lis) }()
+		run(b, lis.Addr().String())
+		g.Close()
+		if err := <-done; !errors.Is(err, gateway.ErrClosed) {
+			b.Error(err)
+		}
+	})
+}

@@ -1,0 +1,24 @@
+// Package gateway serves a Fleet server's services to clients that do not
+// speak Fleet's native protocol, on the same port: gRPC (HTTP/2, h2c),
+// HTTP/JSON (POST /{service}/{method}) and JSON-RPC 2.0 (POST / and
+// POST /jsonrpc). Every call runs through server.Server.Invoke, so it meets
+// the same auth function, interceptors, hooks, limits and Shutdown as a
+// native call.
+//
+// Gateway.Serve takes a listener and reads the first bytes of each
+// connection: a Fleet frame (a 4-byte length prefix, then the magic
+// 0xF1 0xEE) goes to the Fleet server untouched; the HTTP/2 client preface
+// (cleartext) goes to grpc-go's own transport; an HTTP/1.1 request line
+// goes to an embedded net/http server; a TLS handshake (with WithTLS) is
+// completed and routed by ALPN or by its decrypted first bytes. After
+// that decision a native connection is served exactly as by
+// server.Server.Serve; the only extra work is one wrapper call per read,
+// which returns the six sniffed bytes first.
+//
+// Gateway.Handler is the same HTTP side as an http.Handler, for users who
+// mount it on their own mux; gRPC through it needs HTTP/2 on that server
+// (TLS with ALPN h2, or http.Protocols with UnencryptedHTTP2 for h2c).
+//
+// The mappings (paths, codes to HTTP statuses and JSON-RPC error codes,
+// metadata headers, limits) are documented in docs/gateway.md.
+package gateway

@@ -1,0 +1,289 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fleetrpc/fleet"
+	"github.com/fleetrpc/fleet/server"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// MetadataHeaderPrefix is the prefix of the HTTP headers that carry call
+// metadata over HTTP/JSON and JSON-RPC 2.0: the request header
+// "Fleet-Meta-Tenant: a" is the metadata pair "tenant" = "a" (keys are
+// lower-cased, as HTTP header names are case-insensitive), and response
+// metadata comes back the same way. The Authorization header is the
+// metadata key fleet.AuthKey ("authorization"), the token the server's
+// auth function checks.
+const MetadataHeaderPrefix = "Fleet-Meta-"
+
+// TimeoutHeader is the request header that sets an HTTP/JSON or JSON-RPC
+// 2.0 call's deadline, in milliseconds (a positive integer). gRPC calls
+// use grpc-timeout instead.
+const TimeoutHeader = "Fleet-Timeout-Ms"
+
+// HTTPStatus returns the HTTP status with which HTTP/JSON answers an error
+// of code c; it follows the gRPC to HTTP mapping of grpc-gateway, with
+// ShuttingDown as Unavailable (503) and 499 for Canceled.
+func HTTPStatus(c fleet.Code) int {
+	switch c {
+	case fleet.OK:
+		return http.StatusOK
+	case fleet.Canceled:
+		return 499 // client closed request (nginx)
+	case fleet.InvalidArgument, fleet.FailedPrecondition, fleet.OutOfRange:
+		return http.StatusBadRequest
+	case fleet.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case fleet.NotFound:
+		return http.StatusNotFound
+	case fleet.AlreadyExists, fleet.Aborted:
+		return http.StatusConflict
+	case fleet.PermissionDenied:
+		return http.StatusForbidden
+	case fleet.Unauthenticated:
+		return http.StatusUnauthorized
+	case fleet.ResourceExhausted:
+		return http.StatusTooManyRequests
+	case fleet.Unimplemented:
+		return http.StatusNotImplemented
+	case fleet.Unavailable, fleet.ShuttingDown:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError // Unknown, Internal, DataLoss, others
+}
+
+// errorBody is the JSON body of an HTTP/JSON error.
+type errorBody struct {
+	Code    fleet.Code `json:"code"`    // Fleet's (and gRPC's) numeric code
+	Status  string     `json:"status"`  // the code's name, such as "not_found"
+	Message string     `json:"message"` // the handler's message, intact
+}
+
+// serveHTTP routes one request of the HTTP side.
+func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+		g.grpc.ServeHTTP(w, r)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, fleet.Errorf(fleet.Unimplemented, "method %s not allowed: calls are POST requests", r.Method))
+		return
+	}
+	switch r.URL.Path {
+	case "/", "/jsonrpc":
+		g.serveJSONRPC(w, r)
+		return
+	}
+	g.serveJSON(w, r)
+}
+
+// serveJSON answers POST /{service}/{method} with a JSON body.
+func (g *Gateway) serveJSON(w http.ResponseWriter, r *http.Request) {
+	path := strings.TrimPrefix(r.URL.Path, "/")
+	svc, method, ok := strings.Cut(path, "/")
+	if !ok || svc == "" || method == "" || strings.Contains(method, "/") {
+		writeError(w, http.StatusNotFound, fleet.Errorf(fleet.NotFound, "path %q is not /{service}/{method}", r.URL.Path))
+		return
+	}
+	body, status, err := g.readBody(w, r)
+	if err != nil {
+		writeError(w, status, err)
+		return
+	}
+	if err := checkDepth(body, g.opts.maxDepth); err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	ctx, cancel, err := callContext(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	defer cancel()
+	reply, rmd, err := g.srv.Invoke(ctx, &server.Call{
+		Service: svc, Method: method, Codec: jsonCodec{}, Payload: body,
+		Metadata: requestMetadata(r.Header), RemoteAddr: remoteAddr(r.RemoteAddr), LocalAddr: localAddr(r),
+	})
+	setResponseMetadata(w.Header(), rmd)
+	if err != nil {
+		writeError(w, HTTPStatus(fleet.CodeOf(err)), err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(reply)))
+	_, _ = w.Write(reply)
+}
+
+// readBody reads a request body of at most the server's
+// MaxDecompressedSize bytes, refusing a larger one (by its Content-Length
+// before reading, or once the limit is passed) with 413.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
+	limit := int64(g.srv.Limits().MaxDecompressedSize)
+	if r.ContentLength > limit {
+		return nil, http.StatusRequestEntityTooLarge, fleet.Errorf(fleet.ResourceExhausted, "body of %d bytes exceeds the limit of %d", r.ContentLength, limit)
+	}
+	// Size the buffer by Content-Length, up to 64 KiB: a client that
+	// announces a large body must send it before more is allocated.
+	n := 512
+	if r.ContentLength > 0 {
+		n = int(min(r.ContentLength, 64<<10))
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, n))
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, http.StatusRequestEntityTooLarge, fleet.Errorf(fleet.ResourceExhausted, "body exceeds the limit of %d bytes", limit)
+		}
+		return nil, http.StatusBadRequest, fleet.Errorf(fleet.InvalidArgument, "read body: %v", err)
+	}
+	return buf.Bytes(), 0, nil
+}
+
+// callContext returns the request's context with the deadline of the
+// TimeoutHeader, if any.
+func callContext(r *http.Request) (context.Context, context.CancelFunc, error) {
+	ctx := r.Context()
+	v := r.Header.Get(TimeoutHeader)
+	if v == "" {
+		return ctx, func() {}, nil
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms <= 0 {
+		return nil, nil, fleet.Errorf(fleet.InvalidArgument, "%s %q is not a positive number of milliseconds", TimeoutHeader, v)
+	}
+	c, cancel := context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
+	return c, cancel, nil
+}
+
+// requestMetadata collects the metadata headers and Authorization.
+func requestMetadata(h http.Header) fleet.Metadata {
+	var md fleet.Metadata
+	for k, vs := range h {
+		if len(vs) == 0 {
+			continue
+		}
+		var key string
+		switch {
+		case len(k) > len(MetadataHeaderPrefix) && strings.EqualFold(k[:len(MetadataHeaderPrefix)], MetadataHeaderPrefix):
+			key = strings.ToLower(k[len(MetadataHeaderPrefix):])
+		case k == "Authorization":
+			key = fleet.AuthKey
+		default:
+			continue
+		}
+		if md == nil {
+			md = make(fleet.Metadata, 4)
+		}
+		md[key] = strings.Join(vs, ",")
+	}
+	return md
+}
+
+// setResponseMetadata writes response metadata as headers.
+func setResponseMetadata(h http.Header, md fleet.Metadata) {
+	for k, v := range md {
+		h.Set(MetadataHeaderPrefix+k, v)
+	}
+}
+
+// writeError writes an HTTP/JSON error body with status.
+func writeError(w http.ResponseWriter, status int, err error) {
+	code := fleet.CodeOf(err)
+	msg := err.Error()
+	var fe *fleet.Error
+	if errors.As(err, &fe) {
+		msg = fe.Message()
+	}
+	b, _ := json.Marshal(errorBody{Code: code, Status: code.String(), Message: msg})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// remoteAddr parses http.Request.RemoteAddr ("ip:port") into a *net.TCPAddr;
+// nil when it is not one.
+func remoteAddr(s string) net.Addr {
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		return nil
+	}
+	return net.TCPAddrFromAddrPort(ap)
+}
+
+// localAddr is the connection's local address, from the request context.
+func localAddr(r *http.Request) net.Addr {
+	a, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return a
+}
+
+// jsonCodec decodes arguments and encodes replies for HTTP/JSON and
+// JSON-RPC 2.0: protobuf messages with protojson (the canonical protobuf
+// JSON mapping), everything else with encoding/json. An empty payload
+// leaves the arguments at their zero value.
+type jsonCodec struct{}
+
+func (jsonCodec) Name() string { return "json" }
+
+func (jsonCodec) Marshal(v any) ([]byte, error) {
+	if m, ok := v.(proto.Message); ok {
+		return protojson.Marshal(m)
+	}
+	return json.Marshal(v)
+}
+
+func (jsonCodec) Unmarshal(data []byte, v any) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	if m, ok := v.(proto.Message); ok {
+		return protojson.Unmarshal(data, m)
+	}
+	return json.Unmarshal(data, v)
+}
+
+// checkDepth fails when the JSON text nests arrays and objects deeper
+// than max. It scans bytes only (strings are skipped), allocating
+// nothing; malformed JSON is left to the decoder.
+func checkDepth(data []byte, max int) error {
+	depth := 0
+	inStr, esc := false, false
+	for _, c := range data {
+		if inStr {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+		case '[', '{':
+			depth++
+			if depth > max {
+				return fleet.Errorf(fleet.InvalidArgument, "JSON nests deeper than %d levels", max)
+			}
+		case ']', '}':
+			depth--
+		}
+	}
+	return nil
+}

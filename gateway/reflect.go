@@ -1,0 +1,172 @@
+package gateway
+
+import (
+	"context"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/fleetrpc/fleet/server"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	grpcreflect "google.golang.org/grpc/reflection"
+	reflectv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	reflectv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
+)
+
+// registerIntrospection adds server reflection (v1 and v1alpha) and
+// grpc.health.v1 to the gRPC server.
+func (g *Gateway) registerIntrospection() {
+	opts := grpcreflect.ServerOptions{Services: serviceLister{g}, DescriptorResolver: descResolver{g}}
+	reflectv1.RegisterServerReflectionServer(g.grpc, grpcreflect.NewServerV1(opts))
+	reflectv1alpha.RegisterServerReflectionServer(g.grpc, grpcreflect.NewServer(opts))
+	healthpb.RegisterHealthServer(g.grpc, health{g: g})
+}
+
+// grpcServiceName is the gRPC name of a Fleet service.
+func (g *Gateway) grpcServiceName(fleetName string) string {
+	if g.opts.protoPackage == "" {
+		return fleetName
+	}
+	return g.opts.protoPackage + "." + fleetName
+}
+
+// protoFiles synthesizes one .proto file per Fleet service that has
+// methods taking and returning protobuf messages, declaring those methods
+// (other methods are not callable over gRPC and are left out). The files
+// import the messages' own files from protoregistry.GlobalFiles, where
+// generated code registers them. It runs per reflection request, which
+// is rare, so services registered late are seen.
+func (g *Gateway) protoFiles() (*protoregistry.Files, []string) {
+	files := new(protoregistry.Files)
+	var names []string
+	svcs := g.srv.Services()
+	fleetNames := make([]string, 0, len(svcs))
+	for n := range svcs {
+		fleetNames = append(fleetNames, n)
+	}
+	sort.Strings(fleetNames)
+	for _, svc := range fleetNames {
+		full := g.grpcServiceName(svc)
+		sd := &descriptorpb.ServiceDescriptorProto{Name: proto.String(svc)}
+		deps := map[string]bool{}
+		for _, m := range svcs[svc] {
+			d, ok := g.srv.Method(svc, m)
+			if !ok || !isProto(d.ArgType) || !isProto(d.ReplyType) {
+				continue
+			}
+			in, out := messageDesc(d.ArgType), messageDesc(d.ReplyType)
+			deps[in.ParentFile().Path()] = true
+			deps[out.ParentFile().Path()] = true
+			sd.Method = append(sd.Method, &descriptorpb.MethodDescriptorProto{
+				Name:       proto.String(m),
+				InputType:  proto.String("." + string(in.FullName())),
+				OutputType: proto.String("." + string(out.FullName())),
+			})
+		}
+		if len(sd.Method) == 0 {
+			continue
+		}
+		fd := &descriptorpb.FileDescriptorProto{
+			Name:    proto.String("fleet/gateway/" + full + ".proto"),
+			Syntax:  proto.String("proto3"),
+			Service: []*descriptorpb.ServiceDescriptorProto{sd},
+		}
+		if g.opts.protoPackage != "" {
+			fd.Package = proto.String(g.opts.protoPackage)
+		}
+		for p := range deps {
+			fd.Dependency = append(fd.Dependency, p)
+		}
+		sort.Strings(fd.Dependency)
+		f, err := protodesc.NewFile(fd, protoregistry.GlobalFiles)
+		if err != nil {
+			g.opts.logger.Debug("fleet gateway: no reflection for service", "service", svc, "err", err)
+			continue
+		}
+		if err := files.RegisterFile(f); err != nil {
+			continue
+		}
+		names = append(names, full)
+	}
+	return files, names
+}
+
+// messageDesc returns the descriptor of the message whose struct is t.
+func messageDesc(t reflect.Type) protoreflect.MessageDescriptor {
+	return reflect.New(t).Interface().(proto.Message).ProtoReflect().Descriptor()
+}
+
+// serviceLister lists the gRPC services for reflection: the Fleet
+// services with protobuf methods, and the introspection services.
+type serviceLister struct{ g *Gateway }
+
+func (l serviceLister) GetServiceInfo() map[string]grpc.ServiceInfo {
+	out := l.g.grpc.GetServiceInfo()
+	_, names := l.g.protoFiles()
+	for _, n := range names {
+		out[n] = grpc.ServiceInfo{}
+	}
+	return out
+}
+
+// descResolver finds descriptors in the synthesized files first, then in
+// protoregistry.GlobalFiles.
+type descResolver struct{ g *Gateway }
+
+func (r descResolver) FindFileByPath(p string) (protoreflect.FileDescriptor, error) {
+	files, _ := r.g.protoFiles()
+	if fd, err := files.FindFileByPath(p); err == nil {
+		return fd, nil
+	}
+	return protoregistry.GlobalFiles.FindFileByPath(p)
+}
+
+func (r descResolver) FindDescriptorByName(n protoreflect.FullName) (protoreflect.Descriptor, error) {
+	files, _ := r.g.protoFiles()
+	if d, err := files.FindDescriptorByName(n); err == nil {
+		return d, nil
+	}
+	return protoregistry.GlobalFiles.FindDescriptorByName(n)
+}
+
+// health answers grpc.health.v1 Check from the Fleet server's health
+// (server.Server.ServingStatus): the service "" is the whole server; a
+// service is looked up by its gRPC name, then by its Fleet name (the gRPC
+// name without its package); the gateway's own gRPC services (health,
+// reflection) have the server's status. Unknown services are NotFound.
+// Watch and List are not implemented.
+type health struct {
+	healthpb.UnimplementedHealthServer
+	g *Gateway
+}
+
+func (h health) Check(_ context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	name := req.GetService()
+	st, ok := h.g.srv.ServingStatus(name)
+	if !ok {
+		if _, own := h.g.grpc.GetServiceInfo()[name]; own {
+			st, ok = h.g.srv.ServingStatus("")
+		} else if pkg := h.g.opts.protoPackage; pkg != "" && strings.HasPrefix(name, pkg+".") {
+			st, ok = h.g.srv.ServingStatus(strings.TrimPrefix(name, pkg+"."))
+		} else if i := strings.LastIndexByte(name, '.'); i >= 0 {
+			st, ok = h.g.srv.ServingStatus(name[i+1:])
+		}
+	}
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "unknown service %q", name)
+	}
+	out := healthpb.HealthCheckResponse_NOT_SERVING
+	if st == server.StatusServing {
+		out = healthpb.HealthCheckResponse_SERVING
+	}
+	return &healthpb.HealthCheckResponse{Status: out}, nil
+}
