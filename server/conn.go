@@ -33,15 +33,19 @@ type conn struct {
 	acked   chan struct{} // closed when the client answers our go-away
 	ackOnce sync.Once
 	held    atomic.Int64  // request bytes held by running handlers
-	drained chan struct{} // signalled when held drops
+	drained chan struct{} // signalled when a handler finishes (held and active drop)
+	authed  atomic.Bool   // a call passed the auth check (always false without auth)
 }
 
 // task is one request handed to a handler goroutine or worker.
 type task struct {
-	c   *conn
-	m   *methodType
-	f   protocol.Frame
-	buf *[]byte
+	c    *conn
+	m    *methodType
+	f    protocol.Frame
+	buf  *[]byte
+	cost int64    // bytes counted against the budgets until the handler returns
+	room int      // decompression limit reserved within cost
+	cctx *callCtx // built by the auth check; nil without auth
 }
 
 func (s *Server) serveConn(nc net.Conn) {
@@ -72,6 +76,9 @@ func (s *Server) serveConn(nc net.Conn) {
 			c.nc.Close() // unblocks the read loop
 		}
 	}()
+	if stop := c.authDeadline(); stop != nil {
+		defer stop()
+	}
 	c.readLoop()
 	c.close(false)
 	c.r.Close()
@@ -96,14 +103,10 @@ func (c *conn) readLoop() {
 		}
 		// Backpressure: stop reading while handlers hold too many request
 		// bytes (a oneway flood would otherwise buffer without bound).
-		for c.held.Load() > s.opts.maxHeldBytes {
-			select {
-			case <-c.drained:
-			case <-c.ctx.Done():
-				return
-			}
+		if !c.waitRoom(0) {
+			return
 		}
-		f, buf, err := c.r.ReadFrame()
+		f, buf, err := c.readFrame(&deadlineSet)
 		if err != nil {
 			if fleet.CodeOf(err) != fleet.Unknown {
 				s.opts.logger.Debug("fleet server: closing connection", "remote", c.remote, "err", err)
@@ -114,6 +117,11 @@ func (c *conn) readLoop() {
 		case protocol.TypeRequest:
 			c.dispatch(f, buf)
 		case protocol.TypePing:
+			if s.opts.auth != nil && !c.authed.Load() {
+				// Heartbeats do not keep an unauthenticated peer around.
+				protocol.Release(buf)
+				continue
+			}
 			var b [protocol.HeaderSize + 3]byte
 			out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypePong, Seq: f.Seq}, "", "", nil, nil, 0)
 			protocol.Release(buf)
@@ -128,51 +136,96 @@ func (c *conn) readLoop() {
 	}
 }
 
-// dispatch routes one request: refused at once (shutdown, unknown method,
-// over the cap) or handed to a handler.
+// dispatch routes one request: refused at once (shutdown, failed auth,
+// unknown method, over the cap, undecodable compression) or handed to a
+// handler once its cost fits in the memory budgets. With auth configured
+// the token is checked before anything else about the request is looked
+// at.
 func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 	s := c.s
 	oneway := f.Flags&protocol.FlagOneway != 0
-	var refuse error
-	var m *methodType
-	if s.shutdown.Load() {
-		refuse = errShuttingDown
-	} else if svc := (*s.services.Load())[string(f.Service)]; svc == nil {
-		refuse = unknown(f.Service, f.Method, false)
-	} else if m = svc.methods[string(f.Method)]; m == nil {
-		refuse = unknown(f.Service, f.Method, true)
-	} else if max := s.opts.maxPerConn; max > 0 && c.active.Load() >= int64(max) {
-		refuse = fleet.Errorf(fleet.ResourceExhausted, "more than %d concurrent calls on one connection", max)
-	}
-	if refuse != nil {
+	var cctx *callCtx
+	refuse := func(err error) {
 		seq, cd := f.Seq, f.Codec
 		protocol.Release(buf)
-		if !oneway {
-			c.respond(seq, cd, 0, nil, refuse, nil, nil)
+		if cctx != nil && cctx.cancel != nil {
+			cctx.cancel()
 		}
+		if !oneway {
+			c.respond(seq, cd, 0, nil, err, nil, nil)
+		}
+	}
+	if s.shutdown.Load() {
+		refuse(errShuttingDown)
 		return
 	}
+	if s.opts.auth != nil {
+		cctx = c.newCallCtx(&f, string(f.Service), string(f.Method))
+		if aerr := s.opts.auth(cctx, &cctx.info, cctx.info.Metadata[fleet.AuthKey]); aerr != nil {
+			refuse(asCode(aerr, fleet.Unauthenticated))
+			return
+		}
+		c.authed.Store(true)
+	}
+	var m *methodType
+	if svc := (*s.services.Load())[string(f.Service)]; svc == nil {
+		refuse(unknown(f.Service, f.Method, false))
+		return
+	} else if m = svc.methods[string(f.Method)]; m == nil {
+		refuse(unknown(f.Service, f.Method, true))
+		return
+	}
+	if max := s.opts.maxPerConn; max > 0 && c.active.Load() >= int64(max) {
+		if !oneway {
+			refuse(fleet.Errorf(fleet.ResourceExhausted, "more than %d concurrent calls on one connection", max))
+			return
+		}
+		// A oneway send cannot be refused visibly: wait for a slot
+		// (the connection is not read meanwhile).
+		if !c.waitSlot(int64(max)) {
+			refuse(errClosed)
+			return
+		}
+	}
+	cost := int64(cap(*buf))
+	room, err := c.decompressRoom(&f)
+	if err != nil {
+		refuse(err)
+		return
+	}
+	cost += int64(room)
+	if !c.waitRoom(cost) {
+		refuse(errClosed)
+		return
+	}
+	if cctx != nil {
+		cctx.info.Service, cctx.info.Method = m.service, m.name
+	}
 	c.active.Add(1)
-	c.held.Add(int64(cap(*buf)))
+	c.held.Add(cost)
+	s.mem.acquire(cost)
 	s.inflight.Add(1)
 	s.calls.Add(1)
 	if s.tasks != nil {
-		t := task{c: c, m: m, f: f, buf: buf}
+		t := task{c: c, m: m, f: f, buf: buf, cost: cost, room: room, cctx: cctx}
 		select {
 		case s.tasks <- t:
 		case <-s.stopped: // the pool stopped under us: Close raced
 			c.active.Add(-1)
-			c.held.Add(-int64(cap(*buf)))
 			s.inflight.Add(-1)
+			c.release(cost)
 			protocol.Release(buf)
+			if cctx != nil && cctx.cancel != nil {
+				cctx.cancel()
+			}
 		}
 		return
 	}
-	go runTask(c, m, f, buf) // arguments by value: nothing escapes to the heap
+	go runTask(c, m, f, buf, cost, room, cctx) // arguments by value
 }
 
-func runTask(c *conn, m *methodType, f protocol.Frame, buf *[]byte) {
-	t := task{c: c, m: m, f: f, buf: buf}
+func runTask(c *conn, m *methodType, f protocol.Frame, buf *[]byte, cost int64, room int, cctx *callCtx) {
+	t := task{c: c, m: m, f: f, buf: buf, cost: cost, room: room, cctx: cctx}
 	t.run()
 }
 
@@ -191,7 +244,22 @@ func (s *Server) worker() {
 // context plus the call's info, in one allocation.
 type callCtx struct {
 	context.Context
-	info fleet.CallInfo
+	info   fleet.CallInfo
+	cancel context.CancelFunc // of the deadline; nil without one
+}
+
+// newCallCtx builds a call's context from its frame: the connection's
+// context, with the frame's deadline when it has one.
+func (c *conn) newCallCtx(f *protocol.Frame, service, method string) *callCtx {
+	cctx := &callCtx{Context: c.ctx}
+	cctx.info = fleet.CallInfo{
+		Service: service, Method: method, Metadata: f.Metadata(),
+		RemoteAddr: c.remote, LocalAddr: c.local, Oneway: f.Flags&protocol.FlagOneway != 0,
+	}
+	if f.Timeout > 0 {
+		cctx.Context, cctx.cancel = context.WithTimeout(c.ctx, time.Duration(f.Timeout)*time.Millisecond)
+	}
+	return cctx
 }
 
 func (c *callCtx) Value(key any) any {
@@ -203,27 +271,19 @@ func (c *callCtx) Value(key any) any {
 
 func (t *task) run() {
 	c, m, f := t.c, t.m, &t.f
-	s := c.s
-	held := int64(cap(*t.buf))
 	defer func() {
 		c.active.Add(-1)
-		s.inflight.Add(-1)
-		c.held.Add(-held)
-		select {
-		case c.drained <- struct{}{}:
-		default:
-		}
+		c.s.inflight.Add(-1)
+		c.release(t.cost)
 	}()
+	s := c.s
 	oneway := f.Flags&protocol.FlagOneway != 0
-	cctx := &callCtx{Context: c.ctx}
-	cctx.info = fleet.CallInfo{
-		Service: m.service, Method: m.name, Metadata: f.Metadata(),
-		RemoteAddr: c.remote, LocalAddr: c.local, Oneway: oneway,
+	cctx := t.cctx
+	if cctx == nil {
+		cctx = c.newCallCtx(f, m.service, m.name)
 	}
-	if f.Timeout > 0 {
-		var cancel context.CancelFunc
-		cctx.Context, cancel = context.WithTimeout(c.ctx, time.Duration(f.Timeout)*time.Millisecond)
-		defer cancel()
+	if cctx.cancel != nil {
+		defer cctx.cancel()
 	}
 	ctx := context.Context(cctx)
 	seq, cdID := f.Seq, f.Codec
@@ -234,15 +294,10 @@ func (t *task) run() {
 
 	args := reflect.New(m.argType)
 	reply := reflect.New(m.replyType)
-	err := c.decode(f, args.Interface())
+	err := c.decode(f, args.Interface(), t.room)
 	protocol.Release(t.buf)
 	t.buf = nil
 
-	if err == nil && s.opts.auth != nil {
-		if aerr := s.opts.auth(ctx, &cctx.info, cctx.info.Metadata[fleet.AuthKey]); aerr != nil {
-			err = asCode(aerr, fleet.Unauthenticated)
-		}
-	}
 	if err == nil {
 		for _, h := range s.hooks.postRead {
 			if err = h.PostReadRequest(ctx, &cctx.info); err != nil {
@@ -279,8 +334,9 @@ func (t *task) run() {
 	}
 }
 
-// decode decompresses and unmarshals a request's payload into args.
-func (c *conn) decode(f *protocol.Frame, args any) error {
+// decode decompresses and unmarshals a request's payload into args. room
+// is the decompression limit reserved by decompressRoom.
+func (c *conn) decode(f *protocol.Frame, args any, room int) error {
 	cd := codec.Get(codec.ID(f.Codec))
 	if cd == nil {
 		return fleet.Errorf(fleet.InvalidArgument, "unknown codec %d", f.Codec)
@@ -291,8 +347,14 @@ func (c *conn) decode(f *protocol.Frame, args any) error {
 		if comp == nil {
 			return fleet.Errorf(fleet.InvalidArgument, "unknown compression %d", f.Compression)
 		}
-		bp := protocol.GetBuffer(len(payload) * 4)
-		out, err := comp.Decompress((*bp)[:0], payload, c.s.opts.limits.MaxDecompressedSize)
+		// room is tight for the built-in compressors (they grow the
+		// buffer to it anyway); others start small and grow.
+		first := room
+		if _, ok := comp.(compress.Bounder); !ok {
+			first = min(room, 64<<10)
+		}
+		bp := protocol.GetBuffer(first)
+		out, err := comp.Decompress((*bp)[:0], payload, room)
 		defer func() { *bp = out; protocol.Release(bp) }()
 		if err != nil {
 			return fleet.Errorf(fleet.ResourceExhausted, "decompress request: %v", err)

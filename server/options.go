@@ -45,6 +45,7 @@ type options struct {
 	interceptors []Interceptor
 	plugins      []any
 	logger       *slog.Logger
+	admission    // options_admission.go
 }
 
 func defaultOptions() options {
@@ -56,6 +57,7 @@ func defaultOptions() options {
 		writeTimeout: 30 * time.Second,
 		compressMin:  1024,
 		logger:       slog.Default(),
+		admission:    defaultAdmission(),
 	}
 }
 

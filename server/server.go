@@ -31,6 +31,7 @@ type Server struct {
 	conns     map[*conn]struct{}
 	onStop    []func(context.Context)
 
+	mem      memBudget    // request bytes held by handlers, all connections
 	shutdown atomic.Bool  // refusing new calls and connections
 	stopping bool         // Shutdown or Close began; guarded by mu
 	inflight atomic.Int64 // handlers running, all connections
@@ -52,6 +53,7 @@ func New(opts ...Option) *Server {
 		o.apply(&s.opts)
 	}
 	s.opts.limits = s.opts.limits.WithDefaults()
+	s.mem.max = s.opts.maxPending
 	for _, p := range s.opts.plugins {
 		s.hooks.add(p)
 	}

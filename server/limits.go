@@ -1,0 +1,128 @@
+package server
+
+import (
+	"errors"
+	"time"
+
+	"github.com/fleetrpc/fleet"
+	"github.com/fleetrpc/fleet/compress"
+	"github.com/fleetrpc/fleet/protocol"
+)
+
+// This file holds what a connection's read loop does to bound a peer: the
+// memory budgets (per connection and server-wide), the wait for a handler
+// slot, and the frame-read timeout.
+
+// release returns a finished request's cost to both budgets and wakes the
+// read loop, which may be waiting for room or for a slot.
+func (c *conn) release(cost int64) {
+	c.held.Add(-cost)
+	c.s.mem.release(cost)
+	select {
+	case c.drained <- struct{}{}:
+	default:
+	}
+}
+
+// waitRoom blocks the read loop until a request costing cost bytes fits in
+// the connection's budget (WithMaxPendingBytesPerConn) and the server's
+// (WithMaxPendingBytes). A request larger than a budget is let through
+// when nothing else is held there, so it runs alone rather than never. It
+// reports false when the connection ends first.
+func (c *conn) waitRoom(cost int64) bool {
+	max := c.s.opts.maxHeldBytes
+	for {
+		h := c.held.Load()
+		if h <= 0 || h+cost <= max {
+			break
+		}
+		select {
+		case <-c.drained:
+		case <-c.ctx.Done():
+			return false
+		}
+	}
+	return c.s.mem.wait(c.ctx, cost)
+}
+
+// waitSlot blocks the read loop until fewer than max handlers of the
+// connection run. It reports false when the connection ends first.
+func (c *conn) waitSlot(max int64) bool {
+	for c.active.Load() >= max {
+		select {
+		case <-c.drained:
+		case <-c.ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// decompressRoom returns the most a request's payload may decompress to:
+// 0 when it is not compressed, else the compressor's bound from the
+// compressed bytes (compress.DecompressBound), within
+// Limits.MaxDecompressedSize. The request is refused when that bound
+// already breaks the limit or the payload is malformed.
+func (c *conn) decompressRoom(f *protocol.Frame) (int, error) {
+	if f.Flags&protocol.FlagCompressed == 0 {
+		return 0, nil
+	}
+	comp := compress.Get(compress.ID(f.Compression))
+	if comp == nil {
+		return 0, fleet.Errorf(fleet.InvalidArgument, "unknown compression %d", f.Compression)
+	}
+	n, err := compress.DecompressBound(comp, f.Payload, c.s.opts.limits.MaxDecompressedSize)
+	if err != nil {
+		if errors.Is(err, compress.ErrTooLarge) {
+			return 0, fleet.Errorf(fleet.ResourceExhausted, "decompress request: %v", err)
+		}
+		return 0, fleet.Errorf(fleet.InvalidArgument, "decompress request: %v", err)
+	}
+	return n, nil
+}
+
+// readFrame reads the next frame under two deadlines: the idle timeout
+// until its first byte arrives (refreshed lazily, *idleSet is when it was
+// last set), then the frame-read timeout (or the idle timeout, when
+// shorter) until it is whole. A frame that is
+// already buffered whole costs no deadline change.
+func (c *conn) readFrame(idleSet *time.Time) (protocol.Frame, *[]byte, error) {
+	ft := c.s.opts.frameTimeout
+	if idle := c.s.opts.idleTimeout; idle > 0 && (ft <= 0 || idle < ft) {
+		ft = idle // the idle timeout also bounds one frame, as it always did
+	}
+	if ft <= 0 {
+		return c.r.ReadFrame()
+	}
+	whole, err := c.r.Await()
+	if err != nil {
+		return protocol.Frame{}, nil, err
+	}
+	if whole {
+		return c.r.ReadFrame()
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(ft))
+	*idleSet = time.Time{} // the idle deadline must be set again
+	f, buf, err := c.r.ReadFrame()
+	if err == nil && c.s.opts.idleTimeout <= 0 {
+		_ = c.nc.SetReadDeadline(time.Time{})
+	}
+	return f, buf, err
+}
+
+// authDeadline closes the connection when, with auth configured, no call
+// has passed the auth check within the auth timeout. It returns the
+// function that stops the timer, or nil when there is none.
+func (c *conn) authDeadline() func() bool {
+	d := c.s.opts.authTimeout
+	if c.s.opts.auth == nil || d <= 0 {
+		return nil
+	}
+	t := time.AfterFunc(d, func() {
+		if !c.authed.Load() {
+			c.s.opts.logger.Debug("fleet server: closing unauthenticated connection", "remote", c.remote, "after", d)
+			c.close(false)
+		}
+	})
+	return t.Stop
+}

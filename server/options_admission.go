@@ -1,0 +1,63 @@
+package server
+
+import "time"
+
+// admission holds the options that bound what peers may cost the server:
+// memory, connections, and time to send a frame or to authenticate.
+type admission struct {
+	maxPending    int64 // server-wide request bytes held by handlers; <= 0: no limit
+	frameTimeout  time.Duration
+	authTimeout   time.Duration
+	maxConns      int
+	maxConnsPerIP int
+}
+
+// Defaults of the admission options.
+const (
+	// DefaultMaxPendingBytes is the default of WithMaxPendingBytes: 1 GiB.
+	DefaultMaxPendingBytes = 1 << 30
+	// DefaultFrameReadTimeout is the default of WithFrameReadTimeout: 10 s.
+	DefaultFrameReadTimeout = 10 * time.Second
+	// DefaultAuthTimeout is the default of WithAuthTimeout: 10 s.
+	DefaultAuthTimeout = 10 * time.Second
+)
+
+func defaultAdmission() admission {
+	return admission{
+		maxPending:   DefaultMaxPendingBytes,
+		frameTimeout: DefaultFrameReadTimeout,
+		authTimeout:  DefaultAuthTimeout,
+	}
+}
+
+// WithMaxPendingBytes bounds, across all connections, the bytes that
+// running handlers hold: each request counts its frame buffer plus the most
+// its payload may decompress to (the compressor's bound from the compressed
+// bytes, within Limits.MaxDecompressedSize), until its handler returns.
+// When a request would not fit, the connection it came on stops being read
+// until handlers finish (TCP flow control then slows the client); nothing
+// is dropped. A single request larger than the budget runs when nothing
+// else is held. Besides the budget, each connection may hold one frame
+// being read or waiting for room (at most Limits.MaxFrameSize). Default
+// DefaultMaxPendingBytes (1 GiB); 0 or less means no server-wide limit.
+func WithMaxPendingBytes(n int64) Option {
+	return optionFunc(func(o *options) { o.maxPending = n })
+}
+
+// WithFrameReadTimeout bounds the time a frame may take to arrive once its
+// first byte has: a frame that trickles in longer is cut off and its
+// connection closed. The idle timeout (WithIdleTimeout) applies between
+// frames, and also bounds a frame when it is the shorter. Default DefaultFrameReadTimeout (10 s); 0 or less
+// disables it (the idle timeout then bounds a frame).
+func WithFrameReadTimeout(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.frameTimeout = d })
+}
+
+// WithAuthTimeout closes a connection on which no call has passed the auth
+// check (WithAuth) within d of its accept. It applies only with WithAuth;
+// pings on a connection that has not authenticated are never answered, so
+// heartbeats cannot keep it open. Default DefaultAuthTimeout (10 s); 0 or
+// less disables the timeout.
+func WithAuthTimeout(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.authTimeout = d })
+}
