@@ -66,8 +66,10 @@ func defaultOptions() options {
 func WithLimits(l protocol.Limits) Option { return optionFunc(func(o *options) { o.limits = l }) }
 
 // WithMaxConcurrentPerConn caps the handlers running at once for one
-// connection; a request over the cap is answered ResourceExhausted without
-// running. Default 10,000; 0 or less means no cap.
+// connection; a call over the cap is answered ResourceExhausted without
+// running, and a oneway send over the cap (which cannot be answered) makes
+// the server stop reading the connection until a handler finishes, so it
+// is never dropped. Default 10,000; 0 or less means no cap.
 func WithMaxConcurrentPerConn(n int) Option {
 	return optionFunc(func(o *options) { o.maxPerConn = n })
 }
