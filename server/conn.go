@@ -49,6 +49,11 @@ type task struct {
 }
 
 func (s *Server) serveConn(nc net.Conn) {
+	ip, ok := s.admit(nc)
+	if !ok {
+		return
+	}
+	defer s.leave(ip)
 	for _, h := range s.hooks.accept {
 		var ok bool
 		if nc, ok = h.OnConnAccept(nc); !ok {

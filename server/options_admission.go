@@ -61,3 +61,13 @@ func WithFrameReadTimeout(d time.Duration) Option {
 func WithAuthTimeout(d time.Duration) Option {
 	return optionFunc(func(o *options) { o.authTimeout = d })
 }
+
+// WithMaxConns caps the connections served at once; a connection over the
+// cap is sent a go-away and closed before anything is read from it, and
+// counted (Server.RefusedConns). Default 0: no cap.
+func WithMaxConns(n int) Option { return optionFunc(func(o *options) { o.maxConns = n }) }
+
+// WithMaxConnsPerIP caps the connections served at once from one remote IP
+// address (all Unix-socket peers count as one); over it a connection is
+// refused as with WithMaxConns. Default 0: no cap.
+func WithMaxConnsPerIP(n int) Option { return optionFunc(func(o *options) { o.maxConnsPerIP = n }) }

@@ -32,6 +32,7 @@ type Server struct {
 	onStop    []func(context.Context)
 
 	mem      memBudget    // request bytes held by handlers, all connections
+	admitted admitState   // open connections for the connection limits
 	shutdown atomic.Bool  // refusing new calls and connections
 	stopping bool         // Shutdown or Close began; guarded by mu
 	inflight atomic.Int64 // handlers running, all connections
