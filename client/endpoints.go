@@ -76,7 +76,11 @@ func (x *XClient) newEndpoint(in registry.Instance) *endpoint {
 		st = *x.opts.breaker
 		st.Name = in.Key()
 	}
-	st.IsSuccessful = func(err error) bool { return !serverFailure(err) }
+	// A connection failure is the down time's business (markDown), not
+	// the breaker's: a crash fails every call in flight at once, which
+	// would otherwise hold the server's breaker open for its whole
+	// timeout after the server is back.
+	st.IsSuccessful = func(err error) bool { return !serverFailure(err) || connectionFailure(err) }
 	ep.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
 	return ep
 }

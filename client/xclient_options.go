@@ -67,7 +67,10 @@ func WithRetryBudget(b *RetryBudget) XOption { return xoptionFunc(func(o *xoptio
 
 // WithBreaker sets the per-server circuit breaker settings
 // (github.com/sony/gobreaker). Default: trip after 5 consecutive server
-// failures, probe again after 5 s with one request.
+// failures, probe again after 5 s with one request. Server failures are
+// answers with code Unavailable, ShuttingDown, DeadlineExceeded or
+// Internal; a failed dial or a lost connection is not one (the server is
+// marked down instead, see WithDownTime).
 func WithBreaker(st gobreaker.Settings) XOption {
 	return xoptionFunc(func(o *xoptions) { o.breaker = &st })
 }
