@@ -34,6 +34,7 @@ func defaultAdmission() admission {
 // running handlers hold: each request counts its frame buffer plus the most
 // its payload may decompress to (the compressor's bound from the compressed
 // bytes, within Limits.MaxDecompressedSize), until its handler returns.
+// The decoded arguments are not measured (a codec may expand its input).
 // When a request would not fit, the connection it came on stops being read
 // until handlers finish (TCP flow control then slows the client); nothing
 // is dropped. A single request larger than the budget runs when nothing
