@@ -75,9 +75,13 @@ func WithMaxConcurrentPerConn(n int) Option {
 }
 
 // WithMaxPendingBytesPerConn bounds the request bytes that running
-// handlers of one connection hold: past it the server stops reading that
-// connection until handlers finish (TCP flow control then slows the
-// client), so a flood of oneway sends cannot exhaust memory. Default 64 MiB.
+// handlers of one connection hold, each request counted at its frame buffer
+// plus the most its payload may decompress to (see WithMaxPendingBytes):
+// when a request would not fit, the server stops reading that connection
+// until handlers finish (TCP flow control then slows the client), so a
+// flood of oneway sends or compressed bombs cannot exhaust memory. A single
+// request larger than the budget runs when nothing else of the connection
+// is held. Default 64 MiB.
 func WithMaxPendingBytesPerConn(n int64) Option {
 	return optionFunc(func(o *options) { o.maxHeldBytes = max(n, 1) })
 }
