@@ -1,6 +1,9 @@
 package protocol
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"io"
+)
 
 // Await blocks until the first byte of the next frame can be read (or the
 // stream fails: io.EOF, a deadline, a closed connection) and reports
@@ -21,4 +24,19 @@ func (r *Reader) Await() (whole bool, err error) {
 		return false, err
 	}
 	return uint64(n) >= PrefixSize+uint64(binary.BigEndian.Uint32(p)), nil
+}
+
+// PeekFrameSize waits for the next frame's length prefix and returns the
+// frame's size after the prefix, without consuming anything, so that a
+// caller can reserve memory before ReadFrame allocates it. A size over the
+// limits fails as ReadFrame would.
+func (r *Reader) PeekFrameSize() (int, error) {
+	p, err := r.r.Peek(PrefixSize)
+	if err != nil {
+		if err == io.ErrUnexpectedEOF || (err == io.EOF && len(p) > 0) {
+			err = malformed("stream ended inside a length prefix")
+		}
+		return 0, err
+	}
+	return FrameSize([PrefixSize]byte(p), &r.lim)
 }

@@ -34,13 +34,13 @@ func (b *memBudget) release(n int64) {
 	}
 }
 
-// wait blocks until n more bytes fit in the budget, or nothing is held (so
-// that one request larger than the budget still runs, alone), or ctx ends;
-// it reports whether there is room.
-func (b *memBudget) wait(ctx context.Context, n int64) bool {
+// wait blocks until n more bytes fit in the budget, or nothing is held
+// but the caller's own bytes (so that one request larger than the budget
+// still runs, alone), or ctx ends; it reports whether there is room.
+func (b *memBudget) wait(ctx context.Context, n, own int64) bool {
 	for {
 		u := b.used.Load()
-		if b.max <= 0 || u <= 0 || u+n <= b.max {
+		if b.max <= 0 || u-own <= 0 || u+n <= b.max {
 			return true
 		}
 		b.mu.Lock()
@@ -51,7 +51,7 @@ func (b *memBudget) wait(ctx context.Context, n int64) bool {
 		b.waiting.Store(true)
 		// Re-check after announcing the wait: a release that ran before
 		// the store above is seen here, one after it closes ch.
-		if u := b.used.Load(); u <= 0 || u+n <= b.max {
+		if u := b.used.Load(); u-own <= 0 || u+n <= b.max {
 			b.mu.Unlock()
 			return true
 		}

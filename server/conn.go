@@ -35,6 +35,7 @@ type conn struct {
 	held    atomic.Int64  // request bytes held by running handlers
 	drained chan struct{} // signalled when a handler finishes (held and active drop)
 	authed  atomic.Bool   // a call passed the auth check (always false without auth)
+	reading int64         // server budget reserved for the frame being read; read loop only
 }
 
 // task is one request handed to a handler goroutine or worker.
@@ -93,7 +94,9 @@ func (c *conn) readLoop() {
 	s := c.s
 	idle := s.opts.idleTimeout
 	var deadlineSet time.Time
+	defer c.dropReading()
 	for {
+		c.dropReading() // of the last frame, whatever it was
 		for _, h := range s.hooks.preRead {
 			if err := h.PreReadRequest(c.ctx); err != nil {
 				return
@@ -209,6 +212,7 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 	c.active.Add(1)
 	c.held.Add(cost)
 	s.mem.acquire(cost)
+	c.dropReading() // now counted in cost
 	s.inflight.Add(1)
 	s.calls.Add(1)
 	if s.tasks != nil {

@@ -26,7 +26,8 @@ func (c *conn) release(cost int64) {
 
 // waitRoom blocks the read loop until a request costing cost bytes fits in
 // the connection's budget (WithMaxPendingBytesPerConn) and the server's
-// (WithMaxPendingBytes). A request larger than a budget is let through
+// (WithMaxPendingBytes), where the frame's reservation (c.reading) already
+// counts. A request larger than a budget is let through
 // when nothing else is held there, so it runs alone rather than never. It
 // reports false when the connection ends first.
 func (c *conn) waitRoom(cost int64) bool {
@@ -42,7 +43,16 @@ func (c *conn) waitRoom(cost int64) bool {
 			return false
 		}
 	}
-	return c.s.mem.wait(c.ctx, cost)
+	return c.s.mem.wait(c.ctx, cost-c.reading, c.reading)
+}
+
+// dropReading returns the server-budget reservation of the frame just
+// read, when dispatch did not take it over.
+func (c *conn) dropReading() {
+	if c.reading != 0 {
+		c.s.mem.release(c.reading)
+		c.reading = 0
+	}
 }
 
 // waitSlot blocks the read loop until fewer than max handlers of the
@@ -103,7 +113,32 @@ func (c *conn) readFrame(idleSet *time.Time) (protocol.Frame, *[]byte, error) {
 	}
 	_ = c.nc.SetReadDeadline(time.Now().Add(ft))
 	*idleSet = time.Time{} // the idle deadline must be set again
+	// The frame is not in memory yet: reserve its size in the server's
+	// budget before reading it, so that many connections each sending a
+	// large frame cannot go past the budget. The connection is not read
+	// while it waits; the frame-read timeout starts again after.
+	n, err := c.r.PeekFrameSize()
+	if err != nil {
+		return protocol.Frame{}, nil, err
+	}
+	reserve := int64(n)
+	if c.s.mem.max > 0 {
+		if u := c.s.mem.used.Load(); u > 0 && u+reserve > c.s.mem.max {
+			if !c.s.mem.wait(c.ctx, reserve, 0) {
+				return protocol.Frame{}, nil, errClosed
+			}
+			_ = c.nc.SetReadDeadline(time.Now().Add(ft))
+		}
+	}
+	// Held until dispatch turns it into the request's cost, or the
+	// read loop drops it (dropReading).
+	c.s.mem.acquire(reserve)
+	c.reading = reserve
 	f, buf, err := c.r.ReadFrame()
+	if err != nil {
+		c.dropReading()
+		return f, buf, err
+	}
 	if err == nil && c.s.opts.idleTimeout <= 0 {
 		_ = c.nc.SetReadDeadline(time.Time{})
 	}

@@ -219,3 +219,68 @@ func TestCompressionBombsStayWithinBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestLargeFramesFromManyConnsStayWithinBudget: 32 connections each send
+// one 2 MiB request while handlers hold the 8 MiB server budget. A frame
+// that is not in memory yet is read only once its size fits in the budget,
+// so the waiting connections do not hold 2 MiB each; once the handlers are
+// released every request runs.
+func TestLargeFramesFromManyConnsStayWithinBudget(t *testing.T) {
+	release := make(chan struct{})
+	var running, handled atomic.Int64
+	srv := server.New(server.WithMaxPendingBytes(8 << 20))
+	srv.RegisterFunction("Big", "Take", func(ctx context.Context, in *[]byte, _ *[]byte) error {
+		running.Add(1)
+		<-release
+		handled.Add(1)
+		return nil
+	})
+	addr := testutil.Serve(t, srv)
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	base := heapInuse()
+	const conns = 32
+	payload := make([]byte, 2<<20)
+	var wg sync.WaitGroup
+	for i := range conns {
+		rc := dialRaw(t, addr)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rc.nc.Write(request(uint64(i), protocol.FlagOneway, 0, "Big", "Take", nil, payload))
+		}()
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for running.Load() < 3 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if running.Load() < 3 {
+		t.Fatalf("%d handlers running, want the budget's worth (3 or 4)", running.Load())
+	}
+	var peak uint64
+	for range 20 {
+		peak = max(peak, heapInuse())
+		time.Sleep(10 * time.Millisecond)
+	}
+	grew := int64(peak) - int64(base)
+	t.Logf("%d handlers hold the budget; heap grew by %.1f MiB at most", running.Load(), float64(grew)/(1<<20))
+	if running.Load() > 4 {
+		t.Fatalf("%d handlers of 2 MiB requests ran under an 8 MiB budget", running.Load())
+	}
+	if grew > 40<<20 {
+		t.Fatalf("heap in use grew by %d MiB with 32 x 2 MiB frames waiting, want <= 40 MiB", grew>>20)
+	}
+	close(release)
+	released = true
+	wg.Wait()
+	for handled.Load() < conns && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if handled.Load() != conns {
+		t.Fatalf("%d of %d requests ran", handled.Load(), conns)
+	}
+}

@@ -37,9 +37,11 @@ func defaultAdmission() admission {
 // The decoded arguments are not measured (a codec may expand its input).
 // When a request would not fit, the connection it came on stops being read
 // until handlers finish (TCP flow control then slows the client); nothing
-// is dropped. A single request larger than the budget runs when nothing
-// else is held. Besides the budget, each connection may hold one frame
-// being read or waiting for room (at most Limits.MaxFrameSize). Default
+// is dropped. A frame not yet in the connection's read buffer is reserved
+// at its announced size before it is read (the connection waits for room
+// first), so frames being read count too; a slow sender holds its
+// reservation for up to the frame-read timeout. A single request larger
+// than the budget runs when nothing else is held. Default
 // DefaultMaxPendingBytes (1 GiB); 0 or less means no server-wide limit.
 func WithMaxPendingBytes(n int64) Option {
 	return optionFunc(func(o *options) { o.maxPending = n })
