@@ -17,9 +17,6 @@ type memBudget struct {
 	ch      chan struct{} // closed (and cleared) when bytes are released
 }
 
-// acquire counts n bytes as held.
-func (b *memBudget) acquire(n int64) { b.used.Add(n) }
-
 // release returns n bytes and wakes the waiters.
 func (b *memBudget) release(n int64) {
 	b.used.Add(-n)
@@ -34,13 +31,32 @@ func (b *memBudget) release(n int64) {
 	}
 }
 
-// wait blocks until n more bytes fit in the budget, or nothing is held
-// but the caller's own bytes (so that one request larger than the budget
-// still runs, alone), or ctx ends; it reports whether there is room.
-func (b *memBudget) wait(ctx context.Context, n, own int64) bool {
+// fits reports whether n more bytes fit when u are held, own of them by
+// the caller: under the limit, or nothing held but the caller's own (so
+// that one request larger than the budget still runs, alone).
+func (b *memBudget) fits(u, n, own int64) bool {
+	return b.max <= 0 || u-own <= 0 || u+n <= b.max
+}
+
+// tryReserve adds n bytes if they fit now (see fits).
+func (b *memBudget) tryReserve(n, own int64) bool {
 	for {
 		u := b.used.Load()
-		if b.max <= 0 || u-own <= 0 || u+n <= b.max {
+		if !b.fits(u, n, own) {
+			return false
+		}
+		if b.used.CompareAndSwap(u, u+n) {
+			return true
+		}
+	}
+}
+
+// reserve waits until n more bytes fit (see fits) and adds them, checking
+// and adding in one atomic step so that waiters woken together cannot all
+// go past the limit. It reports false when ctx ends first.
+func (b *memBudget) reserve(ctx context.Context, n, own int64) bool {
+	for {
+		if b.tryReserve(n, own) {
 			return true
 		}
 		b.mu.Lock()
@@ -51,9 +67,9 @@ func (b *memBudget) wait(ctx context.Context, n, own int64) bool {
 		b.waiting.Store(true)
 		// Re-check after announcing the wait: a release that ran before
 		// the store above is seen here, one after it closes ch.
-		if u := b.used.Load(); u-own <= 0 || u+n <= b.max {
+		if b.fits(b.used.Load(), n, own) {
 			b.mu.Unlock()
-			return true
+			continue
 		}
 		b.mu.Unlock()
 		select {

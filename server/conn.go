@@ -210,9 +210,7 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 		cctx.info.Service, cctx.info.Method = m.service, m.name
 	}
 	c.active.Add(1)
-	c.held.Add(cost)
-	s.mem.acquire(cost)
-	c.dropReading() // now counted in cost
+	c.held.Add(cost) // and s.mem, by waitRoom
 	s.inflight.Add(1)
 	s.calls.Add(1)
 	if s.tasks != nil {

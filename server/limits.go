@@ -26,10 +26,11 @@ func (c *conn) release(cost int64) {
 
 // waitRoom blocks the read loop until a request costing cost bytes fits in
 // the connection's budget (WithMaxPendingBytesPerConn) and the server's
-// (WithMaxPendingBytes), where the frame's reservation (c.reading) already
-// counts. A request larger than a budget is let through
-// when nothing else is held there, so it runs alone rather than never. It
-// reports false when the connection ends first.
+// (WithMaxPendingBytes), and counts it in the server's: the frame's
+// reservation (c.reading) becomes part of it. A request larger than a
+// budget is let through when nothing else is held there, so it runs alone
+// rather than never. It reports false when the connection ends first. The
+// caller counts cost in c.held.
 func (c *conn) waitRoom(cost int64) bool {
 	max := c.s.opts.maxHeldBytes
 	for {
@@ -43,7 +44,18 @@ func (c *conn) waitRoom(cost int64) bool {
 			return false
 		}
 	}
-	return c.s.mem.wait(c.ctx, cost-c.reading, c.reading)
+	m := &c.s.mem
+	if c.reading > 0 {
+		if m.tryReserve(cost-c.reading, c.reading) {
+			c.reading = 0
+			return true
+		}
+		// Waiting while holding the frame's reservation could deadlock
+		// with other connections doing the same: give it back and wait
+		// for the whole cost.
+		c.dropReading()
+	}
+	return m.reserve(c.ctx, cost, 0)
 }
 
 // dropReading returns the server-budget reservation of the frame just
@@ -94,15 +106,13 @@ func (c *conn) decompressRoom(f *protocol.Frame) (int, error) {
 // readFrame reads the next frame under two deadlines: the idle timeout
 // until its first byte arrives (refreshed lazily, *idleSet is when it was
 // last set), then the frame-read timeout (or the idle timeout, when
-// shorter) until it is whole. A frame that is
-// already buffered whole costs no deadline change.
+// shorter) until it is whole. A frame that is already buffered whole costs
+// no deadline change; one that is not is first reserved in the server's
+// budget at its announced size.
 func (c *conn) readFrame(idleSet *time.Time) (protocol.Frame, *[]byte, error) {
 	ft := c.s.opts.frameTimeout
 	if idle := c.s.opts.idleTimeout; idle > 0 && (ft <= 0 || idle < ft) {
 		ft = idle // the idle timeout also bounds one frame, as it always did
-	}
-	if ft <= 0 {
-		return c.r.ReadFrame()
 	}
 	whole, err := c.r.Await()
 	if err != nil {
@@ -111,8 +121,10 @@ func (c *conn) readFrame(idleSet *time.Time) (protocol.Frame, *[]byte, error) {
 	if whole {
 		return c.r.ReadFrame()
 	}
-	_ = c.nc.SetReadDeadline(time.Now().Add(ft))
-	*idleSet = time.Time{} // the idle deadline must be set again
+	if ft > 0 {
+		_ = c.nc.SetReadDeadline(time.Now().Add(ft))
+		*idleSet = time.Time{} // the idle deadline must be set again
+	}
 	// The frame is not in memory yet: reserve its size in the server's
 	// budget before reading it, so that many connections each sending a
 	// large frame cannot go past the budget. The connection is not read
@@ -122,27 +134,26 @@ func (c *conn) readFrame(idleSet *time.Time) (protocol.Frame, *[]byte, error) {
 		return protocol.Frame{}, nil, err
 	}
 	reserve := int64(n)
-	if c.s.mem.max > 0 {
-		if u := c.s.mem.used.Load(); u > 0 && u+reserve > c.s.mem.max {
-			if !c.s.mem.wait(c.ctx, reserve, 0) {
-				return protocol.Frame{}, nil, errClosed
-			}
+	if !c.s.mem.tryReserve(reserve, 0) {
+		if !c.s.mem.reserve(c.ctx, reserve, 0) {
+			return protocol.Frame{}, nil, errClosed
+		}
+		if ft > 0 {
 			_ = c.nc.SetReadDeadline(time.Now().Add(ft))
 		}
 	}
 	// Held until dispatch turns it into the request's cost, or the
 	// read loop drops it (dropReading).
-	c.s.mem.acquire(reserve)
 	c.reading = reserve
 	f, buf, err := c.r.ReadFrame()
 	if err != nil {
 		c.dropReading()
 		return f, buf, err
 	}
-	if err == nil && c.s.opts.idleTimeout <= 0 {
+	if ft > 0 && c.s.opts.idleTimeout <= 0 {
 		_ = c.nc.SetReadDeadline(time.Time{})
 	}
-	return f, buf, err
+	return f, buf, nil
 }
 
 // authDeadline closes the connection when, with auth configured, no call

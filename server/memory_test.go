@@ -226,9 +226,16 @@ func TestCompressionBombsStayWithinBudget(t *testing.T) {
 // so the waiting connections do not hold 2 MiB each; once the handlers are
 // released every request runs.
 func TestLargeFramesFromManyConnsStayWithinBudget(t *testing.T) {
+	t.Run("default timeouts", func(t *testing.T) { largeFrames(t) })
+	t.Run("no timeouts", func(t *testing.T) {
+		largeFrames(t, server.WithFrameReadTimeout(0), server.WithIdleTimeout(0))
+	})
+}
+
+func largeFrames(t *testing.T, opts ...server.Option) {
 	release := make(chan struct{})
 	var running, handled atomic.Int64
-	srv := server.New(server.WithMaxPendingBytes(8 << 20))
+	srv := server.New(append(opts, server.WithMaxPendingBytes(8<<20))...)
 	srv.RegisterFunction("Big", "Take", func(ctx context.Context, in *[]byte, _ *[]byte) error {
 		running.Add(1)
 		<-release
