@@ -153,6 +153,7 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 	s := c.s
 	oneway := f.Flags&protocol.FlagOneway != 0
 	var cctx *callCtx
+	var refuseMD fleet.Metadata
 	refuse := func(err error) {
 		seq, cd := f.Seq, f.Codec
 		protocol.Release(buf)
@@ -160,7 +161,7 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 			cctx.cancel()
 		}
 		if !oneway {
-			c.respond(seq, cd, 0, nil, err, nil, nil)
+			c.respond(seq, cd, 0, nil, err, refuseMD, nil)
 		}
 	}
 	if s.shutdown.Load() {
@@ -194,6 +195,11 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 			refuse(errClosed)
 			return
 		}
+	}
+	if md, rerr := c.admitRate(m, oneway); rerr != nil {
+		refuseMD = md
+		refuse(rerr)
+		return
 	}
 	cost := int64(cap(*buf))
 	room, err := c.decompressRoom(&f)

@@ -1,6 +1,10 @@
 package server
 
-import "time"
+import (
+	"time"
+
+	"golang.org/x/time/rate"
+)
 
 // admission holds the options that bound what peers may cost the server:
 // memory, connections, and time to send a frame or to authenticate.
@@ -10,6 +14,9 @@ type admission struct {
 	authTimeout   time.Duration
 	maxConns      int
 	maxConnsPerIP int
+	rate          rate.Limit
+	rateBurst     int
+	methodRates   []methodLimit
 }
 
 // Defaults of the admission options.
@@ -74,3 +81,24 @@ func WithMaxConns(n int) Option { return optionFunc(func(o *options) { o.maxConn
 // address (all Unix-socket peers count as one); over it a connection is
 // refused as with WithMaxConns. Default 0: no cap.
 func WithMaxConnsPerIP(n int) Option { return optionFunc(func(o *options) { o.maxConnsPerIP = n }) }
+
+// WithRateLimit limits the calls the server admits, all connections and
+// methods together, to perSecond on average with bursts of up to burst
+// (a token bucket, golang.org/x/time/rate). A call over the limit is
+// answered ResourceExhausted without running, with the response metadata
+// RetryAfterKey saying when a token will be available; a oneway send over
+// the limit is not dropped: the server stops reading its connection until
+// a token is available. Checked after auth and before decompression.
+// Default: no limit (perSecond <= 0).
+func WithRateLimit(perSecond float64, burst int) Option {
+	return optionFunc(func(o *options) { o.rate, o.rateBurst = rate.Limit(perSecond), burst })
+}
+
+// WithMethodRateLimit limits the calls of one method (service and method
+// as registered) as WithRateLimit does for the server; both apply when
+// both are set. Default: no limit.
+func WithMethodRateLimit(service, method string, perSecond float64, burst int) Option {
+	return optionFunc(func(o *options) {
+		o.methodRates = append(o.methodRates, methodLimit{methodKey{service, method}, rate.Limit(perSecond), burst})
+	})
+}

@@ -33,6 +33,7 @@ type Server struct {
 
 	mem      memBudget    // request bytes held by handlers, all connections
 	admitted admitState   // open connections for the connection limits
+	rates    limiters     // rate limits, built by New
 	shutdown atomic.Bool  // refusing new calls and connections
 	stopping bool         // Shutdown or Close began; guarded by mu
 	inflight atomic.Int64 // handlers running, all connections
@@ -55,6 +56,7 @@ func New(opts ...Option) *Server {
 	}
 	s.opts.limits = s.opts.limits.WithDefaults()
 	s.mem.max = s.opts.maxPending
+	s.rates = newLimiters(&s.opts)
 	for _, p := range s.opts.plugins {
 		s.hooks.add(p)
 	}
