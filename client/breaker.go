@@ -48,12 +48,16 @@ func newBreaker(key string, s BreakerSettings, onChange func(from, to BreakerSta
 		failures = math.MaxUint32
 	}
 	st := gobreaker.Settings{
-		Name:         key,
-		MaxRequests:  max(1, s.Probes),
-		Interval:     s.ResetEvery,
-		Timeout:      s.OpenFor,
-		ReadyToTrip:  func(c gobreaker.Counts) bool { return !s.Disabled && c.ConsecutiveFailures >= failures },
-		IsSuccessful: func(err error) bool { return !serverFailure(err) },
+		Name:        key,
+		MaxRequests: max(1, s.Probes),
+		Interval:    s.ResetEvery,
+		Timeout:     s.OpenFor,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return !s.Disabled && c.ConsecutiveFailures >= failures },
+		// A connection failure is the down time's business (markDown),
+		// not the breaker's: a crash fails every call in flight at once,
+		// which would otherwise hold the server's breaker open for its
+		// whole timeout after the server is back.
+		IsSuccessful: func(err error) bool { return !serverFailure(err) || connectionFailure(err) },
 	}
 	if st.Timeout <= 0 {
 		st.Timeout = 5 * time.Second

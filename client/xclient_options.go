@@ -59,12 +59,18 @@ func WithBackoff(base, max time.Duration) XOption {
 }
 
 // WithRetryBudget replaces the retry budget. Default NewRetryBudget(0.1,
-// 10, 10*time.Second): retries at most 10% of calls over 10 s.
+// 10, 10*time.Second): retries at most 10% of calls over 10 s. The
+// failover of a call whose server's connection failed (the server is then
+// marked down) is not counted while another usable server remains, so a
+// crashed server's calls always fail over; see docs/hardening.md.
 func WithRetryBudget(b *RetryBudget) XOption { return xoptionFunc(func(o *xoptions) { o.budget = b }) }
 
 // WithBreaker sets the per-server circuit breaker (see BreakerSettings).
 // Default BreakerSettings{}: open after 5 consecutive server failures,
-// probe again after 5 s with one request.
+// probe again after 5 s with one request. Server failures are answers
+// with code Unavailable, ShuttingDown, DeadlineExceeded or Internal; a
+// failed dial or a lost connection is not one (the server is marked down
+// instead, see WithDownTime).
 func WithBreaker(st BreakerSettings) XOption {
 	return xoptionFunc(func(o *xoptions) { o.breaker = st })
 }

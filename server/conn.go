@@ -34,19 +34,29 @@ type conn struct {
 	acked   chan struct{} // closed when the client answers our go-away
 	ackOnce sync.Once
 	held    atomic.Int64  // request bytes held by running handlers
-	drained chan struct{} // signalled when held drops
+	drained chan struct{} // signalled when a handler finishes (held and active drop)
+	authed  atomic.Bool   // a call passed the auth check (always false without auth)
+	reading int64         // server budget reserved for the frame being read; read loop only
 	ext     connExt       // revision 2: capabilities, cancel, streams (evolution.go)
 }
 
 // task is one request handed to a handler goroutine or worker.
 type task struct {
-	c   *conn
-	m   *methodType
-	f   protocol.Frame
-	buf *[]byte
+	c    *conn
+	m    *methodType
+	f    protocol.Frame
+	buf  *[]byte
+	cost int64    // bytes counted against the budgets until the handler returns
+	room int      // decompression limit reserved within cost
+	cctx *callCtx // built by the auth check; nil without auth
 }
 
 func (s *Server) serveConn(nc net.Conn) {
+	ip, ok := s.admit(nc)
+	if !ok {
+		return
+	}
+	defer s.leave(ip)
 	for _, h := range s.hooks.accept {
 		var ok bool
 		if nc, ok = h.OnConnAccept(nc); !ok {
@@ -74,6 +84,9 @@ func (s *Server) serveConn(nc net.Conn) {
 			c.nc.Close() // unblocks the read loop
 		}
 	}()
+	if stop := c.authDeadline(); stop != nil {
+		defer stop()
+	}
 	c.readLoop()
 	c.close(false)
 	c.r.Close()
@@ -83,7 +96,9 @@ func (c *conn) readLoop() {
 	s := c.s
 	idle := s.opts.idleTimeout
 	var deadlineSet time.Time
+	defer c.dropReading()
 	for {
+		c.dropReading() // of the last frame, whatever it was
 		for _, h := range s.hooks.preRead {
 			if err := h.PreReadRequest(c.ctx); err != nil {
 				return
@@ -98,14 +113,10 @@ func (c *conn) readLoop() {
 		}
 		// Backpressure: stop reading while handlers hold too many request
 		// bytes (a oneway flood would otherwise buffer without bound).
-		for c.held.Load() > s.opts.maxHeldBytes {
-			select {
-			case <-c.drained:
-			case <-c.ctx.Done():
-				return
-			}
+		if !c.waitRoom(0) {
+			return
 		}
-		f, buf, err := c.r.ReadFrame()
+		f, buf, err := c.readFrame(&deadlineSet)
 		if err != nil {
 			if fleet.CodeOf(err) != fleet.Unknown {
 				s.opts.logger.Debug("fleet server: closing connection", "remote", c.remote, "err", err)
@@ -117,6 +128,12 @@ func (c *conn) readLoop() {
 		case protocol.TypeRequest:
 			c.dispatch(f, buf)
 		case protocol.TypePing:
+			if s.opts.auth != nil && !c.authed.Load() {
+				// Heartbeats do not keep an unauthenticated peer around
+				// (the capability exchange included).
+				bufpool.Put(buf)
+				continue
+			}
 			c.onPing(f, buf)
 		case protocol.TypeGoAway:
 			// The client's answer to our go-away: it sends nothing more.
@@ -128,51 +145,107 @@ func (c *conn) readLoop() {
 	}
 }
 
-// dispatch routes one request: refused at once (shutdown, unknown method,
-// over the cap) or handed to a handler.
+// dispatch routes one request: refused at once (shutdown, failed auth,
+// unknown method, over the cap, undecodable compression) or handed to a
+// handler once its cost fits in the memory budgets. With auth configured
+// the token is checked before anything else about the request is looked
+// at.
 func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 	s := c.s
 	c.noteSeq(f.Seq)
 	oneway := f.Flags&protocol.FlagOneway != 0
-	var refuse *fleet.Error
-	var m *methodType
-	if s.shutdown.Load() {
-		refuse = errShuttingDown
-	} else if svc := (*s.services.Load())[string(f.Service)]; svc == nil {
-		refuse = unknown(f.Service, f.Method, false)
-	} else if m = svc.methods[string(f.Method)]; m == nil {
-		refuse = unknown(f.Service, f.Method, true)
-	} else if max := s.opts.maxPerConn; max > 0 && c.active.Load() >= int64(max) {
-		refuse = fleet.Errorf(fleet.ResourceExhausted, "more than %d concurrent calls on one connection", max)
-	}
-	if refuse != nil {
-		for _, h := range s.hooks.refused {
-			h.OnCallRefused(string(f.Service), string(f.Method), refuse)
+	var cctx *callCtx
+	var refuseMD fleet.Metadata
+	refuse := func(err error) {
+		if len(s.hooks.refused) > 0 {
+			fe, ok := err.(*fleet.Error)
+			if !ok {
+				fe = fleet.WrapError(fleet.CodeOf(err), err)
+			}
+			for _, h := range s.hooks.refused {
+				h.OnCallRefused(string(f.Service), string(f.Method), fe)
+			}
 		}
 		seq, cd := f.Seq, f.Codec
 		bufpool.Put(buf)
-		if !oneway {
-			c.respond(seq, cd, 0, nil, refuse, nil, nil)
+		if cctx != nil && cctx.cancel != nil {
+			cctx.cancel()
 		}
+		if !oneway {
+			c.respond(seq, cd, 0, nil, err, refuseMD, nil)
+		}
+	}
+	if s.shutdown.Load() {
+		refuse(errShuttingDown)
 		return
 	}
+	if s.opts.auth != nil {
+		cctx = c.newCallCtx(&f, string(f.Service), string(f.Method))
+		if aerr := s.opts.auth(cctx, &cctx.info, cctx.info.Metadata[fleet.AuthKey]); aerr != nil {
+			refuse(asCode(aerr, fleet.Unauthenticated))
+			return
+		}
+		c.authed.Store(true)
+	}
+	var m *methodType
+	if svc := (*s.services.Load())[string(f.Service)]; svc == nil {
+		refuse(unknown(f.Service, f.Method, false))
+		return
+	} else if m = svc.methods[string(f.Method)]; m == nil {
+		refuse(unknown(f.Service, f.Method, true))
+		return
+	}
+	if max := s.opts.maxPerConn; max > 0 && c.active.Load() >= int64(max) {
+		if !oneway {
+			refuse(fleet.Errorf(fleet.ResourceExhausted, "more than %d concurrent calls on one connection", max))
+			return
+		}
+		// A oneway send cannot be refused visibly: wait for a slot
+		// (the connection is not read meanwhile).
+		if !c.waitSlot(int64(max)) {
+			refuse(errClosed)
+			return
+		}
+	}
+	if md, rerr := c.admitRate(m, oneway); rerr != nil {
+		refuseMD = md
+		refuse(rerr)
+		return
+	}
+	cost := int64(cap(*buf))
+	room, err := c.decompressRoom(&f)
+	if err != nil {
+		refuse(err)
+		return
+	}
+	cost += int64(room)
+	if !c.waitRoom(cost) {
+		refuse(errClosed)
+		return
+	}
+	if cctx != nil {
+		cctx.info.Service, cctx.info.Method = m.service, m.name
+	}
 	c.active.Add(1)
-	c.held.Add(int64(cap(*buf)))
+	c.held.Add(cost) // and s.mem, by waitRoom
 	s.inflight.Add(1)
 	s.calls.Add(1)
 	if s.tasks != nil {
-		t := task{c: c, m: m, f: f, buf: buf}
+		t := task{c: c, m: m, f: f, buf: buf, cost: cost, room: room, cctx: cctx}
 		select {
 		case s.tasks <- t:
 		case <-s.stopped: // the pool stopped under us: Close raced
 			c.active.Add(-1)
-			c.held.Add(-int64(cap(*buf)))
 			s.inflight.Add(-1)
+			c.release(cost)
 			bufpool.Put(buf)
+			if cctx != nil && cctx.cancel != nil {
+				cctx.cancel()
+			}
 		}
 		return
 	}
-	s.handoff(c, m, f, buf)
+	s.handoff(task{c: c, m: m, f: f, buf: buf, cost: cost, room: room, cctx: cctx})
 }
 
 func (s *Server) worker() {
@@ -190,12 +263,27 @@ func (s *Server) worker() {
 // context plus the call's info, in one allocation.
 type callCtx struct {
 	context.Context
-	info fleet.CallInfo
-	m    *methodType // the method the call runs, for the interceptor chain's end
+	info   fleet.CallInfo
+	m      *methodType        // the method the call runs, for the interceptor chain's end
+	cancel context.CancelFunc // of the deadline; nil without one
 }
 
 // methodKey is the context key under which a callCtx answers its method.
 type methodKey struct{}
+
+// newCallCtx builds a call's context from its frame: the connection's
+// context, with the frame's deadline when it has one.
+func (c *conn) newCallCtx(f *protocol.Frame, service, method string) *callCtx {
+	cctx := &callCtx{Context: c.ctx}
+	cctx.info = fleet.CallInfo{
+		Service: service, Method: method, Metadata: f.Metadata(),
+		RemoteAddr: c.remote, LocalAddr: c.local, Oneway: f.Flags&protocol.FlagOneway != 0,
+	}
+	if f.Timeout > 0 {
+		cctx.Context, cctx.cancel = context.WithTimeout(c.ctx, time.Duration(f.Timeout)*time.Millisecond)
+	}
+	return cctx
+}
 
 func (c *callCtx) Value(key any) any {
 	switch key.(type) {
@@ -209,27 +297,20 @@ func (c *callCtx) Value(key any) any {
 
 func (t *task) run() {
 	c, m, f := t.c, t.m, &t.f
-	s := c.s
-	held := int64(cap(*t.buf))
 	defer func() {
 		c.active.Add(-1)
-		s.inflight.Add(-1)
-		c.held.Add(-held)
-		select {
-		case c.drained <- struct{}{}:
-		default:
-		}
+		c.s.inflight.Add(-1)
+		c.release(t.cost)
 	}()
+	s := c.s
 	oneway := f.Flags&protocol.FlagOneway != 0
-	cctx := &callCtx{Context: c.ctx, m: m}
-	cctx.info = fleet.CallInfo{
-		Service: m.service, Method: m.name, Metadata: f.Metadata(),
-		RemoteAddr: c.remote, LocalAddr: c.local, Oneway: oneway,
+	cctx := t.cctx
+	if cctx == nil {
+		cctx = c.newCallCtx(f, m.service, m.name)
 	}
-	if f.Timeout > 0 {
-		var cancel context.CancelFunc
-		cctx.Context, cancel = context.WithTimeout(c.ctx, time.Duration(f.Timeout)*time.Millisecond)
-		defer cancel()
+	cctx.m = m
+	if cctx.cancel != nil {
+		defer cctx.cancel()
 	}
 	if !oneway && c.cancellable() {
 		lc := c.track(cctx.Context, f.Seq)
@@ -244,15 +325,10 @@ func (t *task) run() {
 	}
 
 	args, reply := m.newArgs(), m.newReply()
-	err := c.decode(f, args)
+	err := c.decode(f, args, t.room)
 	bufpool.Put(t.buf)
 	t.buf = nil
 
-	if err == nil && s.opts.auth != nil {
-		if aerr := s.opts.auth(ctx, &cctx.info, cctx.info.Metadata[fleet.AuthKey]); aerr != nil {
-			err = asCode(aerr, fleet.Unauthenticated)
-		}
-	}
 	if err == nil {
 		for _, h := range s.hooks.postRead {
 			if err = h.PostReadRequest(ctx, &cctx.info); err != nil {
@@ -279,13 +355,16 @@ func (t *task) run() {
 	}
 }
 
-// decode decompresses and unmarshals a request's payload into args.
-func (c *conn) decode(f *protocol.Frame, args any) error {
+// decode decompresses and unmarshals a request's payload into args. room
+// is the decompression limit reserved by decompressRoom.
+func (c *conn) decode(f *protocol.Frame, args any, room int) error {
 	cd := codec.Get(codec.ID(f.Codec))
 	if cd == nil {
 		return fleet.Errorf(fleet.InvalidArgument, "unknown codec %d", f.Codec)
 	}
-	payload, bp, err := protocol.DecompressPayload(f, c.s.opts.limits.MaxDecompressedSize)
+	// room was reserved by decompressRoom for this frame; a payload that
+	// decompresses to more fails.
+	payload, bp, err := protocol.DecompressPayload(f, max(room, 1))
 	if err != nil {
 		return fleet.Errorf(fleet.CodeOf(err), "request: %w", err)
 	}

@@ -54,6 +54,7 @@ type options struct {
 	interceptors []Interceptor
 	plugins      []any
 	logger       *slog.Logger
+	admission    // options_admission.go
 }
 
 func defaultOptions() options {
@@ -65,6 +66,7 @@ func defaultOptions() options {
 		writeTimeout: 30 * time.Second,
 		compressMin:  1024,
 		logger:       slog.Default(),
+		admission:    defaultAdmission(),
 	}
 }
 
@@ -73,16 +75,22 @@ func defaultOptions() options {
 func WithLimits(l protocol.Limits) Option { return optionFunc(func(o *options) { o.limits = l }) }
 
 // WithMaxConcurrentPerConn caps the handlers running at once for one
-// connection; a request over the cap is answered ResourceExhausted without
-// running. Default 10,000; 0 or less means no cap.
+// connection; a call over the cap is answered ResourceExhausted without
+// running, and a oneway send over the cap (which cannot be answered) makes
+// the server stop reading the connection until a handler finishes, so it
+// is never dropped. Default 10,000; 0 or less means no cap.
 func WithMaxConcurrentPerConn(n int) Option {
 	return optionFunc(func(o *options) { o.maxPerConn = n })
 }
 
 // WithMaxPendingBytesPerConn bounds the request bytes that running
-// handlers of one connection hold: past it the server stops reading that
-// connection until handlers finish (TCP flow control then slows the
-// client), so a flood of oneway sends cannot exhaust memory. Default 64 MiB.
+// handlers of one connection hold, each request counted at its frame buffer
+// plus the most its payload may decompress to (see WithMaxPendingBytes):
+// when a request would not fit, the server stops reading that connection
+// until handlers finish (TCP flow control then slows the client), so a
+// flood of oneway sends or compressed bombs cannot exhaust memory. A single
+// request larger than the budget runs when nothing else of the connection
+// is held. Default 64 MiB.
 func WithMaxPendingBytesPerConn(n int64) Option {
 	return optionFunc(func(o *options) { o.maxHeldBytes = max(n, 1) })
 }

@@ -1,7 +1,5 @@
 package server
 
-import "github.com/fleetrpc/fleet/protocol"
-
 // maxIdleHandlers bounds the handler goroutines a Server keeps waiting for
 // the next request (without WithWorkerPool). At a few KiB of stack each,
 // the idle set costs at most about 2 MiB.
@@ -13,19 +11,18 @@ const maxIdleHandlers = 256
 // goroutine starts with a small stack, and growing it (the runtime copies
 // the stack) while decoding, calling through package reflect and encoding
 // costs a tenth or more of a call's server CPU.
-func (s *Server) handoff(c *conn, m *methodType, f protocol.Frame, buf *[]byte) {
+func (s *Server) handoff(t task) {
 	select {
-	case s.idle <- task{c: c, m: m, f: f, buf: buf}:
+	case s.idle <- t:
 	default:
-		go runTask(c, m, f, buf) // arguments by value: nothing escapes to the heap
+		go runTask(t)
 	}
 }
 
 // runTask runs a request, then waits for more (see handoff) while fewer
 // than maxIdleHandlers goroutines wait, until the server stops.
-func runTask(c *conn, m *methodType, f protocol.Frame, buf *[]byte) {
-	s := c.s
-	t := task{c: c, m: m, f: f, buf: buf}
+func runTask(t task) {
+	s := t.c.s
 	for {
 		t.run()
 		t = task{} // hold nothing while idle

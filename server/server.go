@@ -37,6 +37,9 @@ type Server struct {
 	conns     map[*conn]struct{}
 	onStop    []func(context.Context)
 
+	mem      memBudget    // request bytes held by handlers, all connections
+	admitted admitState   // open connections for the connection limits
+	rates    limiters     // rate limits, built by New
 	shutdown atomic.Bool  // refusing new calls and connections
 	stopping bool         // Shutdown or Close began; guarded by mu
 	inflight atomic.Int64 // handlers running, all connections
@@ -61,6 +64,8 @@ func New(opts ...Option) *Server {
 		o.apply(&s.opts)
 	}
 	s.opts.limits = s.opts.limits.WithDefaults()
+	s.mem.max = s.opts.maxPending
+	s.rates = newLimiters(&s.opts)
 	for _, p := range s.opts.plugins {
 		s.hooks.add(p)
 	}

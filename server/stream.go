@@ -366,10 +366,13 @@ func (st *serverStream) recv(msg any) error {
 	if grant > 0 {
 		st.c.grant(st.id, grant)
 	}
-	if err := st.c.decode(&m.Frame, msg); err != nil {
+	// A stream message is decompressed within the bound its compressed
+	// bytes give (capped by MaxDecompressedSize), as a request is.
+	room, err := st.c.decompressRoom(&m.Frame)
+	if err != nil {
 		return err
 	}
-	return nil
+	return st.c.decode(&m.Frame, msg, room)
 }
 
 // grant sends the client a window update for stream id.

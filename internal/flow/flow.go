@@ -65,7 +65,7 @@ func (c *Credit) Available() int64 {
 }
 
 // Msg is one received message: its frame and the pooled buffer holding
-// it. Release the buffer with protocol.Release when done.
+// it. Release the buffer with bufpool.Put when done.
 type Msg struct {
 	Frame protocol.Frame
 	Buf   *[]byte

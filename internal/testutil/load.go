@@ -11,7 +11,7 @@ import (
 // index, 0 to n-1. Its methods are safe for concurrent use.
 type Load struct {
 	ok, failed atomic.Int64
-	firstErr   atomic.Value // error
+	firstErr   atomic.Pointer[error]
 	stop       chan struct{}
 	wg         sync.WaitGroup
 }
@@ -31,7 +31,7 @@ func StartLoad(n int, pause time.Duration, call func(worker int) error) *Load {
 				}
 				if err := call(i); err != nil {
 					l.failed.Add(1)
-					l.firstErr.CompareAndSwap(nil, err)
+					l.firstErr.CompareAndSwap(nil, &err)
 				} else {
 					l.ok.Add(1)
 				}
@@ -56,6 +56,8 @@ func (l *Load) OK() int64 { return l.ok.Load() }
 func (l *Load) Stop() (ok, failed int64, first error) {
 	close(l.stop)
 	l.wg.Wait()
-	first, _ = l.firstErr.Load().(error)
+	if p := l.firstErr.Load(); p != nil {
+		first = *p
+	}
 	return l.ok.Load(), l.failed.Load(), first
 }

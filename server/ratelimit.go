@@ -1,0 +1,84 @@
+package server
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/fleetrpc/fleet"
+	"golang.org/x/time/rate"
+)
+
+// RetryAfterKey is the response metadata key under which a call refused by
+// a rate limit (WithRateLimit, WithMethodRateLimit) carries the time, in
+// milliseconds as a decimal string, after which a retry may be admitted.
+const RetryAfterKey = "retry-after-ms"
+
+type rateKey struct{ service, method string }
+
+type methodLimit struct {
+	key   rateKey
+	limit rate.Limit
+	burst int
+}
+
+// limiters holds the token buckets (golang.org/x/time/rate) of the rate
+// limits; nil fields mean no limit. Built once by New.
+type limiters struct {
+	server  *rate.Limiter
+	methods map[rateKey]*rate.Limiter
+}
+
+func newLimiters(o *options) limiters {
+	var l limiters
+	if o.rate > 0 {
+		l.server = rate.NewLimiter(o.rate, max(o.rateBurst, 1))
+	}
+	for _, m := range o.methodRates {
+		if m.limit <= 0 {
+			continue
+		}
+		if l.methods == nil {
+			l.methods = map[rateKey]*rate.Limiter{}
+		}
+		l.methods[m.key] = rate.NewLimiter(m.limit, max(m.burst, 1))
+	}
+	return l
+}
+
+// admitRate applies the rate limits to a call of m. A call over a limit is
+// refused with ResourceExhausted and the retry-after metadata; a oneway
+// send, which cannot be refused visibly, waits for a token instead (the
+// connection is not read meanwhile). A nil error admits the call; errClosed
+// means the connection ended while waiting.
+func (c *conn) admitRate(m *methodType, oneway bool) (fleet.Metadata, error) {
+	l := &c.s.rates
+	if l.server == nil && l.methods == nil {
+		return nil, nil
+	}
+	for _, lim := range [2]*rate.Limiter{l.server, l.methods[rateKey{m.service, m.name}]} {
+		if lim == nil {
+			continue
+		}
+		if oneway {
+			if lim.Wait(c.ctx) != nil {
+				return nil, errClosed
+			}
+			continue
+		}
+		if lim.Allow() {
+			continue
+		}
+		md := fleet.Metadata{RetryAfterKey: strconv.FormatInt(retryAfter(lim).Milliseconds(), 10)}
+		return md, fleet.Errorf(fleet.ResourceExhausted, "rate limit of %g calls per second exceeded", float64(lim.Limit()))
+	}
+	return nil, nil
+}
+
+// retryAfter returns when lim will next have a token, rounded up to a
+// millisecond.
+func retryAfter(lim *rate.Limiter) time.Duration {
+	r := lim.Reserve()
+	d := r.Delay()
+	r.Cancel()
+	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
+}
