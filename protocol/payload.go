@@ -73,7 +73,15 @@ func DecompressPayload(f *Frame, maxSize int) ([]byte, *[]byte, error) {
 	if maxSize <= 0 {
 		maxSize = DefaultMaxDecompressedSize
 	}
-	bp := bufpool.Get(min(len(f.Payload)*4, maxSize))
+	// Start from the bound the compressed bytes give (capped by maxSize)
+	// when the compressor knows one, else small: the buffer grows as
+	// output arrives, so a payload that claims much and delivers little
+	// costs little, and nothing is allocated past maxSize.
+	first := min(maxSize, 64<<10)
+	if n, err := compress.DecompressBound(comp, f.Payload, maxSize); err == nil {
+		first = min(n, maxSize)
+	}
+	bp := bufpool.Get(first)
 	out, err := comp.Decompress((*bp)[:0], f.Payload, maxSize)
 	*bp = out
 	if err != nil {
