@@ -117,23 +117,7 @@ func (s *Server) registerAdmin() {
 	if !slices.ContainsFunc(s.opts.plugins, func(p any) bool { _, ok := p.(adminOn); return ok }) {
 		return
 	}
-	svc := &service{name: AdminService, methods: map[string]*methodType{}}
-	for name, fn := range map[string]any{"Published": s.adminPublished, "Steer": s.adminSteer} {
-		m, err := newFunction(AdminService, name, fn)
-		if err != nil {
-			panic("server: admin service: " + err.Error()) // a bug in this file
-		}
-		svc.methods[name] = m
-	}
-	s.regMu.Lock()
-	defer s.regMu.Unlock()
-	old := *s.services.Load()
-	next := make(map[string]*service, len(old)+1)
-	for k, v := range old {
-		next[k] = v
-	}
-	next[svc.name] = svc
-	s.services.Store(&next)
+	s.registerBuiltin(AdminService, map[string]any{"Published": s.adminPublished, "Steer": s.adminSteer})
 }
 
 func (s *Server) adminPublished(_ context.Context, _ *AdminRequest, reply *AdminPublished) error {

@@ -53,19 +53,14 @@ type health struct {
 
 // registerHealth serves HealthService; New calls it.
 func (s *Server) registerHealth() {
-	m, err := newFunction(HealthService, "Check", func(ctx context.Context, req *HealthCheckRequest, resp *HealthCheckResponse) error {
+	s.registerBuiltin(HealthService, map[string]any{"Check": func(ctx context.Context, req *HealthCheckRequest, resp *HealthCheckResponse) error {
 		st, ok := s.ServingStatus(req.Service)
 		if !ok {
 			return fleet.Errorf(fleet.NotFound, "unknown service %q", req.Service)
 		}
 		resp.Status = st
 		return nil
-	})
-	if err != nil {
-		panic("server: health service: " + err.Error()) // a bug in this file
-	}
-	services := map[string]*service{HealthService: {name: HealthService, methods: map[string]*methodType{"Check": m}}}
-	s.services.Store(&services)
+	}})
 }
 
 // SetServingStatus sets the health of service ("" for the whole server)

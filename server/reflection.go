@@ -123,23 +123,7 @@ func (s *Server) registerReflection() {
 		}
 	}
 	r := &reflection{s: s}
-	svc := &service{name: ReflectionService, methods: map[string]*methodType{}}
-	for name, fn := range map[string]any{"List": r.List, "Describe": r.Describe} {
-		m, err := newFunction(ReflectionService, name, fn)
-		if err != nil {
-			panic("server: reflection service: " + err.Error()) // a bug in this file
-		}
-		svc.methods[name] = m
-	}
-	s.regMu.Lock()
-	defer s.regMu.Unlock()
-	old := *s.services.Load()
-	next := make(map[string]*service, len(old)+1)
-	for k, v := range old {
-		next[k] = v
-	}
-	next[svc.name] = svc
-	s.services.Store(&next)
+	s.registerBuiltin(ReflectionService, map[string]any{"List": r.List, "Describe": r.Describe})
 }
 
 // List answers fleet.Reflection.List.
