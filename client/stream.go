@@ -408,12 +408,13 @@ func CallServerStream[Req, Res any](ctx context.Context, c *Client, service, met
 	if err == nil {
 		err = st.closeSend()
 	}
-	if err != nil && !st.ended.Load() {
+	// A stream the server already ended (refused, say), or that the
+	// client ended itself while sending because the server broke the
+	// protocol (overran the window): Receive returns its status.
+	if err != nil && !st.ended.Load() && !(st.ctx.Err() != nil && ctx.Err() == nil) {
 		st.close()
 		return nil, err
 	}
-	// A stream the server already ended (refused, say): Receive returns
-	// its status.
 	return s, nil
 }
 
