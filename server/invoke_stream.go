@@ -1,11 +1,14 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"reflect"
+	"slices"
+	"strings"
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/codec"
@@ -57,6 +60,24 @@ func (s *Server) StreamMethod(service, method string) (StreamDesc, bool) {
 	}
 	h := hv.(*streamHandler)
 	return StreamDesc{Service: service, Method: method, Kind: StreamKind(h.kind), ArgType: h.req, ReplyType: h.res}, true
+}
+
+// StreamMethods returns every registered streaming method, sorted by
+// service then method. It is safe for concurrent use; it allocates the
+// returned slice.
+func (s *Server) StreamMethods() []StreamDesc {
+	var out []StreamDesc
+	s.streamHandlers.Range(func(k, _ any) bool {
+		svc, method, _ := strings.Cut(k.(string), "\x00")
+		if d, ok := s.StreamMethod(svc, method); ok {
+			out = append(out, d)
+		}
+		return true
+	})
+	slices.SortFunc(out, func(a, b StreamDesc) int {
+		return cmp.Or(strings.Compare(a.Service, b.Service), strings.Compare(a.Method, b.Method))
+	})
+	return out
 }
 
 // StreamCall is one stream handed to InvokeStream by a front end that
