@@ -110,6 +110,12 @@ func failCode(s string) (fleet.Code, bool) {
 // stream of Go strings; it returns the Feed counters and the address.
 func streamGateway(t *testing.T, sopts ...server.Option) (Feed, string) {
 	t.Helper()
+	return streamGatewayWith(t, sopts)
+}
+
+// streamGatewayWith is streamGateway with gateway options.
+func streamGatewayWith(t *testing.T, sopts []server.Option, gopts ...gateway.Option) (Feed, string) {
+	t.Helper()
 	srv := server.New(append([]server.Option{server.WithLogger(discard())}, sopts...)...)
 	if err := srv.Register(&demo.Hello{}); err != nil {
 		t.Fatal(err)
@@ -140,7 +146,7 @@ func streamGateway(t *testing.T, sopts ...server.Option) (Feed, string) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	g := gateway.New(srv, gateway.WithLogger(discard()), gateway.WithProtoPackage("fleet.demo"))
+	g := gateway.New(srv, append([]gateway.Option{gateway.WithLogger(discard()), gateway.WithProtoPackage("fleet.demo")}, gopts...)...)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -406,7 +412,17 @@ func TestGRPCBidiStream(t *testing.T) {
 // unary call on the same connection still completes, and once the client
 // reads again every message arrives.
 func TestGRPCStreamSlowReader(t *testing.T) {
-	f, addr := streamGateway(t)
+	t.Run("grpc-go transport", func(t *testing.T) {
+		f, addr := streamGateway(t)
+		testSlowReader(t, f, addr)
+	})
+	t.Run("net/http ServeHTTP", func(t *testing.T) {
+		f, addr := streamGatewayWith(t, nil, gateway.WithH2CToHTTP(true))
+		testSlowReader(t, f, addr)
+	})
+}
+
+func testSlowReader(t *testing.T, f Feed, addr string) {
 	// A fixed window turns off grpc-go's BDP estimation, which could grow
 	// the window to 16 MiB.
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -448,6 +464,61 @@ func TestGRPCStreamSlowReader(t *testing.T) {
 	if err := cs.RecvMsg(new(msg)); err != io.EOF {
 		t.Fatalf("end: %v", err)
 	}
+}
+
+// TestGRPCStreamServeHTTP runs each stream kind through
+// grpc.Server.ServeHTTP behind net/http (WithH2CToHTTP; the same path as
+// gRPC over TLS and Gateway.Handler).
+func TestGRPCStreamServeHTTP(t *testing.T) {
+	f, addr := streamGatewayWith(t, nil, gateway.WithH2CToHTTP(true))
+	cc := grpcConn(t, addr)
+	req := benchpb.New()
+	req.Field2 = proto.Int32(5)
+	cs := openList(t, context.Background(), cc, "/Feed/List", req)
+	n := 0
+	var err error
+	for err = cs.RecvMsg(new(msg)); err == nil; err = cs.RecvMsg(new(msg)) {
+		n++
+	}
+	if err != io.EOF || n != 5 {
+		t.Fatalf("List: %d messages, %v", n, err)
+	}
+
+	cs, err = cc.NewStream(context.Background(), clientDesc, "/Feed/Sum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := cs.SendMsg(benchpb.New()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := new(msg)
+	if err := cs.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.RecvMsg(out); err != nil || out.GetField3() != 3 {
+		t.Fatalf("Sum: %v %v", out, err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cs, err = cc.NewStream(ctx, bidiDesc, "/Feed/Echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		m := benchpb.New()
+		m.Field1 = proto.String(strconv.Itoa(i))
+		if err := cs.SendMsg(m); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.RecvMsg(out); err != nil || out.GetField1() != strconv.Itoa(i) {
+			t.Fatalf("Echo %d: %v %v", i, out, err)
+		}
+	}
+	cancel()
+	waitFor(t, "the handlers to end", func() bool { return f.running.Load() == 0 })
 }
 
 func TestGRPCStreamAuthInterceptorLimits(t *testing.T) {
