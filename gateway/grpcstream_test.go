@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -581,6 +582,13 @@ func TestGRPCStreamAuthInterceptorLimits(t *testing.T) {
 func TestGRPCStreamNotProtobuf(t *testing.T) {
 	_, addr := streamGateway(t)
 	cc := grpcConn(t, addr)
+	// A service with streaming methods only is known to the health service.
+	for _, name := range []string{"fleet.demo.Feed", "Feed"} {
+		res, err := healthpb.NewHealthClient(cc).Check(context.Background(), &healthpb.HealthCheckRequest{Service: name})
+		if err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("health of %s: %v %v", name, res, err)
+		}
+	}
 	cs := openList(t, context.Background(), cc, "/Plain/Words", benchpb.New())
 	if err := cs.RecvMsg(new(msg)); status.Code(err) != codes.Unimplemented {
 		t.Fatalf("stream of Go strings: %v", err)

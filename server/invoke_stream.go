@@ -80,6 +80,17 @@ func (s *Server) StreamMethods() []StreamDesc {
 	return out
 }
 
+// hasStreamService reports whether a streaming method is registered under
+// service (a scan of the stream handlers: for health checks, not per call).
+func (s *Server) hasStreamService(service string) bool {
+	found := false
+	s.streamHandlers.Range(func(k, _ any) bool {
+		found = strings.HasPrefix(k.(string), service+"\x00")
+		return !found
+	})
+	return found
+}
+
 // StreamCall is one stream handed to InvokeStream by a front end that
 // speaks another protocol (the gateway's gRPC side). The messages are
 // already framed by that protocol: the stream decodes what Recv returns

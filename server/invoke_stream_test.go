@@ -118,6 +118,12 @@ func TestInvokeStream(t *testing.T) {
 	if _, ok := srv.StreamMethod("U", "Nope"); ok {
 		t.Fatal("StreamMethod found an unknown method")
 	}
+	if st, ok := srv.ServingStatus("U"); !ok || st != server.StatusServing {
+		t.Fatalf("health of a service of streams only: %v %v", st, ok)
+	}
+	if _, ok := srv.ServingStatus("V"); ok {
+		t.Fatal("health of an unknown service")
+	}
 
 	m := &memStream{in: jsonMsgs(t, "abc")}
 	tr, err := srv.InvokeStream(ctx, m.call("U", "List", nil))
