@@ -598,3 +598,58 @@ func TestGRPCStreamNotProtobuf(t *testing.T) {
 		t.Fatalf("unknown stream method: %v", err)
 	}
 }
+
+// TestGRPCBidiReceiverOutlivesHandler: a bidi handler that leaves a
+// goroutine blocked in Receive and returns. The goroutine's Receive ends
+// with the gRPC call (natively it ends with the stream), on both gRPC
+// paths, with no race.
+func TestGRPCBidiReceiverOutlivesHandler(t *testing.T) {
+	for _, h2c := range []bool{false, true} {
+		srv := server.New(server.WithLogger(discard()))
+		var ended atomic.Int64
+		if err := server.HandleBidiStream(srv, "Detach", "Run", func(ctx context.Context, st *server.BidiStream[msg, msg]) error {
+			go func() {
+				for {
+					if _, err := st.Receive(); err != nil {
+						ended.Add(1)
+						return
+					}
+				}
+			}()
+			return st.Send(benchpb.New())
+		}); err != nil {
+			t.Fatal(err)
+		}
+		g := gateway.New(srv, gateway.WithLogger(discard()), gateway.WithH2CToHTTP(h2c))
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- g.Serve(lis) }()
+		cc := grpcConn(t, lis.Addr().String())
+		const n = 20
+		for range n {
+			cs, err := cc.NewStream(context.Background(), bidiDesc, "/Detach/Run")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cs.RecvMsg(new(msg)); err != nil {
+				t.Fatal(err)
+			}
+			if err := cs.RecvMsg(new(msg)); err != io.EOF {
+				t.Fatalf("end: %v", err)
+			}
+		}
+		waitFor(t, "the receivers to end", func() bool { return ended.Load() == n })
+		cc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		if err := g.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, gateway.ErrClosed) {
+			t.Errorf("Serve returned %v", err)
+		}
+	}
+}
