@@ -133,3 +133,22 @@ func TestGrpcurlStreams(t *testing.T) {
 		t.Fatalf("grpcurl Feed/List error mid-stream: %v\n%s", err, out)
 	}
 }
+
+// TestNodeClientStreams calls each kind of Fleet stream from Node's
+// @grpc/grpc-js (testdata/node/stream.js).
+func TestNodeClientStreams(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node not found: %s", setupHint)
+	}
+	if _, err := os.Stat(filepath.Join("testdata", "node", "node_modules", "@grpc", "grpc-js")); err != nil {
+		t.Fatalf("@grpc/grpc-js not installed in testdata/node: %s", setupHint)
+	}
+	_, addr := streamGateway(t)
+	out, err := run(t, node, filepath.Join("testdata", "node", "stream.js"), addr)
+	for _, want := range []string{"ok Feed.List 3 messages", "ok Feed.List error code 9 after 2", "ok Gen.Upper", "ok Feed.Sum"} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Fatalf("node stream client lacks %q: %v\n%s", want, err, out)
+		}
+	}
+}
