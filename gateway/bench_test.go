@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/fleetrpc/fleet/server"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 )
 
 // The benchmarks compare, in one run, the native path served by
@@ -122,6 +124,102 @@ func BenchmarkGRPCEcho(b *testing.B) {
 	})
 	b.Run("gateway", func(b *testing.B) {
 		g := gateway.New(benchServer(b), gateway.WithLogger(discard()))
+		lis := listen(b)
+		done := make(chan error, 1)
+		go func() { done <- g.Serve(lis) }()
+		run(b, lis.Addr().String())
+		g.Close()
+		if err := <-done; !errors.Is(err, gateway.ErrClosed) {
+			b.Error(err)
+		}
+	})
+}
+
+// listDesc is what protoc-gen-go-grpc would generate for a server stream
+// pb.Feed.List: the client sends one message whose Field2 is a count, the
+// server sends it back that many times.
+var listDesc = grpc.ServiceDesc{
+	ServiceName: "pb.Feed",
+	HandlerType: (*any)(nil),
+	Streams: []grpc.StreamDesc{{
+		StreamName:    "List",
+		ServerStreams: true,
+		Handler: func(_ any, ss grpc.ServerStream) error {
+			in := new(benchpb.BenchmarkMessage)
+			if err := ss.RecvMsg(in); err != nil {
+				return err
+			}
+			for range in.GetField2() {
+				if err := ss.SendMsg(in); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}},
+}
+
+// BenchmarkGRPCServerStream receives b.N 581-byte messages on one gRPC
+// server stream, from a grpc-go server and from a Fleet stream handler
+// behind the gateway (the same grpc-go client):
+//
+//	go test -run '^$' -bench GRPCServerStream -benchtime 200000x ./gateway/
+func BenchmarkGRPCServerStream(b *testing.B) {
+	run := func(b *testing.B, addr string) {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cc.Close()
+		in := benchpb.New()
+		in.Field2 = proto.Int32(int32(b.N))
+		b.ResetTimer()
+		cs, err := cc.NewStream(context.Background(), &grpc.StreamDesc{ServerStreams: true}, "/pb.Feed/List")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cs.SendMsg(in); err != nil {
+			b.Fatal(err)
+		}
+		if err := cs.CloseSend(); err != nil {
+			b.Fatal(err)
+		}
+		out := new(benchpb.BenchmarkMessage)
+		n := 0
+		for ; ; n++ {
+			if err := cs.RecvMsg(out); err != nil {
+				if err != io.EOF {
+					b.Fatal(err)
+				}
+				break
+			}
+		}
+		if n != b.N {
+			b.Fatalf("received %d of %d", n, b.N)
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	}
+	b.Run("grpc-go", func(b *testing.B) {
+		gs := grpc.NewServer()
+		gs.RegisterService(&listDesc, struct{}{})
+		lis := listen(b)
+		go func() { _ = gs.Serve(lis) }()
+		defer gs.Stop()
+		run(b, lis.Addr().String())
+	})
+	b.Run("gateway", func(b *testing.B) {
+		srv := benchServer(b)
+		if err := server.HandleServerStream(srv, "Feed", "List", func(ctx context.Context, in *benchpb.BenchmarkMessage, st *server.ServerStream[benchpb.BenchmarkMessage]) error {
+			for range in.GetField2() {
+				if err := st.Send(in); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		g := gateway.New(srv, gateway.WithLogger(discard()))
 		lis := listen(b)
 		done := make(chan error, 1)
 		go func() { done <- g.Serve(lis) }()

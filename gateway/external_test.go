@@ -99,3 +99,56 @@ func TestNodeClient(t *testing.T) {
 		t.Fatalf("node client: %v\n%s", err, out)
 	}
 }
+
+// TestGrpcurlStreams calls each kind of Fleet stream with grpcurl, which
+// learns the methods' shapes from server reflection.
+func TestGrpcurlStreams(t *testing.T) {
+	bin := grpcurlPath(t)
+	_, addr := streamGateway(t)
+
+	out, err := run(t, bin, "-plaintext", addr, "describe", "fleet.demo.Feed")
+	for _, want := range []string{
+		"rpc Echo ( stream .pb.BenchmarkMessage ) returns ( stream .pb.BenchmarkMessage )",
+		"rpc List ( .pb.BenchmarkMessage ) returns ( stream .pb.BenchmarkMessage )",
+		"rpc Sum ( stream .pb.BenchmarkMessage ) returns ( .pb.BenchmarkMessage )",
+	} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Fatalf("grpcurl describe lacks %q: %v\n%s", want, err, out)
+		}
+	}
+	out, err = run(t, bin, "-plaintext", "-max-time", "20", "-d", `{"field1":"hi","field2":3,"field3":7}`, addr, "fleet.demo.Feed/List")
+	if err != nil || strings.Count(out, `"field3": 7`) != 3 || !strings.Contains(out, `"field2": 2`) {
+		t.Fatalf("grpcurl Feed/List: %v\n%s", err, out)
+	}
+	out, err = run(t, bin, "-plaintext", "-max-time", "20", "-d", `{"field1":"a","field2":4,"field3":1} {"field1":"b","field2":5,"field3":1}`, addr, "fleet.demo.Feed/Sum")
+	if err != nil || !strings.Contains(out, `"field2": 9`) || !strings.Contains(out, `"field3": 2`) {
+		t.Fatalf("grpcurl Feed/Sum: %v\n%s", err, out)
+	}
+	out, err = run(t, bin, "-plaintext", "-max-time", "20", "-d", `{"field1":"a","field2":1,"field3":1} {"field1":"b","field2":1,"field3":1}`, addr, "fleet.demo.Gen/Upper")
+	if err != nil || !strings.Contains(out, `"field1": "upper:a"`) || !strings.Contains(out, `"field1": "upper:b"`) {
+		t.Fatalf("grpcurl Gen/Upper: %v\n%s", err, out)
+	}
+	out, err = run(t, bin, "-plaintext", "-max-time", "20", "-d", `{"field1":"fail:9","field2":2,"field3":7}`, addr, "fleet.demo.Feed/List")
+	if err == nil || strings.Count(out, `"field3": 7`) != 2 || !strings.Contains(out, "FailedPrecondition") || !strings.Contains(out, "failed as asked") {
+		t.Fatalf("grpcurl Feed/List error mid-stream: %v\n%s", err, out)
+	}
+}
+
+// TestNodeClientStreams calls each kind of Fleet stream from Node's
+// @grpc/grpc-js (testdata/node/stream.js).
+func TestNodeClientStreams(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node not found: %s", setupHint)
+	}
+	if _, err := os.Stat(filepath.Join("testdata", "node", "node_modules", "@grpc", "grpc-js")); err != nil {
+		t.Fatalf("@grpc/grpc-js not installed in testdata/node: %s", setupHint)
+	}
+	_, addr := streamGateway(t)
+	out, err := run(t, node, filepath.Join("testdata", "node", "stream.js"), addr)
+	for _, want := range []string{"ok Feed.List 3 messages", "ok Feed.List error code 9 after 2", "ok Gen.Upper", "ok Feed.Sum"} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Fatalf("node stream client lacks %q: %v\n%s", want, err, out)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"io"
 	"reflect"
 	"strings"
 
@@ -86,6 +87,76 @@ func (g *Gateway) fleetName(grpcService, method string) (string, server.MethodDe
 	return "", server.MethodDesc{}, false
 }
 
+// fleetStream is fleetName for streaming methods.
+func (g *Gateway) fleetStream(grpcService, method string) (string, server.StreamDesc, bool) {
+	if d, ok := g.srv.StreamMethod(grpcService, method); ok {
+		return grpcService, d, true
+	}
+	if i := strings.LastIndexByte(grpcService, '.'); i >= 0 {
+		name := grpcService[i+1:]
+		if d, ok := g.srv.StreamMethod(name, method); ok {
+			return name, d, true
+		}
+	}
+	return "", server.StreamDesc{}, false
+}
+
+// handleGRPCStream serves one gRPC call of a Fleet streaming method
+// through Server.InvokeStream. The handler's Receive reads the next gRPC
+// message (RecvMsg) and its Send writes one (SendMsg), both on the
+// handler's goroutines: no buffer sits between the two flow controls, so
+// a slow handler holds back the gRPC client (HTTP/2 window) and a slow
+// gRPC client holds back the handler's Send. The handler's trailers
+// become gRPC trailers; its error the gRPC status.
+func (g *Gateway) handleGRPCStream(ss grpc.ServerStream, name string, d server.StreamDesc) error {
+	if (d.ArgType != nil && !isProto(d.ArgType)) || (d.ReplyType != nil && !isProto(d.ReplyType)) {
+		return status.Errorf(codes.Unimplemented, "%s.%s does not take and return protobuf messages", name, d.Method)
+	}
+	ctx := ss.Context()
+	call := &server.StreamCall{
+		Service: name, Method: d.Method, Codec: codec.ProtobufCodec{}, Metadata: grpcMetadata(ctx),
+		Recv: func() ([]byte, error) {
+			var in rawFrame
+			if err := ss.RecvMsg(&in); err != nil {
+				if err == io.EOF {
+					return nil, io.EOF
+				}
+				return nil, fleetError(err)
+			}
+			return in, nil
+		},
+		Send: func(b []byte) error {
+			out := rawFrame(b)
+			if err := ss.SendMsg(&out); err != nil {
+				return fleetError(err)
+			}
+			return nil
+		},
+	}
+	if p, ok := peer.FromContext(ctx); ok {
+		call.RemoteAddr, call.LocalAddr = p.Addr, p.LocalAddr
+	}
+	trailer, err := g.srv.InvokeStream(ctx, call)
+	if len(trailer) > 0 {
+		ss.SetTrailer(metadata.New(trailer))
+	}
+	if err != nil {
+		return status.Error(GRPCCode(fleet.CodeOf(err)), fleetMessage(err))
+	}
+	return nil
+}
+
+// fleetError turns an error of grpc-go's stream (a status, or io.EOF when
+// the stream is gone) into a *fleet.Error with the same code (Canceled
+// for a code beyond 16 or a plain error).
+func fleetError(err error) error {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() == codes.OK || st.Code() > codes.Unauthenticated {
+		return fleet.WrapError(fleet.Canceled, err)
+	}
+	return fleet.NewError(fleet.Code(st.Code()), st.Message())
+}
+
 // handleGRPC serves one unary gRPC call.
 func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 	full, ok := grpc.MethodFromServerStream(ss)
@@ -98,6 +169,9 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 	}
 	name, d, ok := g.fleetName(svc, method)
 	if !ok {
+		if name, sd, ok := g.fleetStream(svc, method); ok {
+			return g.handleGRPCStream(ss, name, sd)
+		}
 		return status.Errorf(codes.Unimplemented, "unknown method %s of service %s", method, svc)
 	}
 	if !isProto(d.ArgType) || !isProto(d.ReplyType) {

@@ -41,14 +41,23 @@ func (g *Gateway) grpcServiceName(fleetName string) string {
 
 // protoFiles synthesizes one .proto file per Fleet service that has
 // methods taking and returning protobuf messages, declaring those methods
-// (other methods are not callable over gRPC and are left out). The files
-// import the messages' own files from protoregistry.GlobalFiles, where
-// generated code registers them. It runs per reflection request, which
+// (other methods are not callable over gRPC and are left out); streaming
+// methods (server.Server.StreamMethods) are declared with their
+// client_streaming and server_streaming flags. The files import the
+// messages' own files from protoregistry.GlobalFiles, where generated code
+// registers them. It runs per reflection request, which
 // is rare, so services registered late are seen.
 func (g *Gateway) protoFiles() (*protoregistry.Files, []string) {
 	files := new(protoregistry.Files)
 	var names []string
 	svcs := g.srv.Services()
+	streams := map[string][]server.StreamDesc{}
+	for _, d := range g.srv.StreamMethods() {
+		streams[d.Service] = append(streams[d.Service], d)
+		if _, ok := svcs[d.Service]; !ok {
+			svcs[d.Service] = nil
+		}
+	}
 	fleetNames := make([]string, 0, len(svcs))
 	for n := range svcs {
 		fleetNames = append(fleetNames, n)
@@ -58,19 +67,35 @@ func (g *Gateway) protoFiles() (*protoregistry.Files, []string) {
 		full := g.grpcServiceName(svc)
 		sd := &descriptorpb.ServiceDescriptorProto{Name: proto.String(svc)}
 		deps := map[string]bool{}
-		for _, m := range svcs[svc] {
-			d, ok := g.srv.Method(svc, m)
-			if !ok || !isProto(d.ArgType) || !isProto(d.ReplyType) {
-				continue
+		add := func(m string, args, reply reflect.Type, kind server.StreamKind) {
+			if args == nil || reply == nil || !isProto(args) || !isProto(reply) {
+				return
 			}
-			in, out := messageDesc(d.ArgType), messageDesc(d.ReplyType)
+			in, out := messageDesc(args), messageDesc(reply)
 			deps[in.ParentFile().Path()] = true
 			deps[out.ParentFile().Path()] = true
-			sd.Method = append(sd.Method, &descriptorpb.MethodDescriptorProto{
+			md := &descriptorpb.MethodDescriptorProto{
 				Name:       proto.String(m),
 				InputType:  proto.String("." + string(in.FullName())),
 				OutputType: proto.String("." + string(out.FullName())),
-			})
+			}
+			if kind == server.ClientStreaming || kind == server.BidiStreaming {
+				md.ClientStreaming = proto.Bool(true)
+			}
+			if kind == server.ServerStreaming || kind == server.BidiStreaming {
+				md.ServerStreaming = proto.Bool(true)
+			}
+			sd.Method = append(sd.Method, md)
+		}
+		for _, m := range svcs[svc] {
+			if d, ok := g.srv.Method(svc, m); ok {
+				add(m, d.ArgType, d.ReplyType, 0)
+			}
+		}
+		for _, d := range streams[svc] {
+			if _, unary := g.srv.Method(svc, d.Method); !unary {
+				add(d.Method, d.ArgType, d.ReplyType, d.Kind)
+			}
 		}
 		if len(sd.Method) == 0 {
 			continue

@@ -85,7 +85,8 @@ func (s *Server) SetServingStatus(service string, st ServingStatus) {
 // NOT_SERVING from the moment Shutdown or Close begins (while OnShutdown
 // functions such as registry deregistration run, and during the drain),
 // otherwise the status set with SetServingStatus, otherwise SERVING. ok is
-// false for a service that is neither registered nor set. Over the native
+// false for a service that is neither registered (with unary or streaming
+// methods) nor set. Over the native
 // protocol, calls that arrive once draining has begun are refused with
 // fleet.ShuttingDown, which a health checker reads as NOT_SERVING.
 func (s *Server) ServingStatus(service string) (st ServingStatus, ok bool) {
@@ -96,7 +97,7 @@ func (s *Server) ServingStatus(service string) (st ServingStatus, ok bool) {
 	set, isSet := s.health.set[service]
 	s.health.mu.Unlock()
 	_, registered := (*s.services.Load())[service]
-	if !isSet && !registered && service != "" {
+	if !isSet && !registered && service != "" && !s.hasStreamService(service) {
 		return StatusUnknown, false
 	}
 	switch {

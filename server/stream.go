@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -83,6 +84,10 @@ func WithMaxStreamMessage(n int) Option {
 // handler behind an untyped stream.
 type streamHandler struct {
 	run func(ctx context.Context, st *serverStream) error
+	// kind and the message types describe the method (StreamMethod); a
+	// type is nil when registration could not learn it.
+	kind     streamKind
+	req, res reflect.Type
 }
 
 func streamKey(service, method string) string { return service + "\x00" + method }
@@ -100,7 +105,9 @@ func (s *Server) handleStream(service, method string, h *streamHandler) error {
 
 // serverStream is the untyped server side of one stream.
 type serverStream struct {
-	c       *conn
+	srv     *Server
+	c       *conn // nil for a stream opened in process (local set)
+	local   *StreamCall
 	id      uint64
 	codec   codec.Codec
 	codecID byte
@@ -192,7 +199,7 @@ func (c *conn) openStream(f protocol.Frame, buf *[]byte) {
 		refuse = fleet.Errorf(fleet.InvalidArgument, "unknown codec %d", cdID)
 	}
 	st := &serverStream{
-		c: c, id: seq, codec: cd, codecID: cdID, comp: compID,
+		srv: s, c: c, id: seq, codec: cd, codecID: cdID, comp: compID,
 		inbox:  flow.NewInbox(int64(so.window), int64(so.maxMessage)),
 		credit: flow.NewCredit(int64(c.ext.peerWindow.Load())),
 		info:   fleet.CallInfo{Service: svc, Method: method, Metadata: md, RemoteAddr: c.remote, LocalAddr: c.local},
@@ -244,6 +251,17 @@ func (st *serverStream) run(h *streamHandler) {
 		default:
 		}
 	}()
+	err := st.serve(h)
+	if !st.peerReset.Load() {
+		c.endStream(st.id, err, st.trailer)
+	}
+}
+
+// serve runs the auth function, the interceptors and the handler, and
+// returns the error the stream ends with; st.trailer then holds the
+// trailers (with the handler's response metadata merged in).
+func (st *serverStream) serve(h *streamHandler) error {
+	s := st.srv
 	var err error
 	if s.opts.auth != nil {
 		if aerr := s.opts.auth(st.ctx, &st.info, st.info.Metadata[fleet.AuthKey]); aerr != nil {
@@ -265,14 +283,12 @@ func (st *serverStream) run(h *streamHandler) {
 			st.trailers()[k] = v
 		}
 	}
-	if !st.peerReset.Load() {
-		c.endStream(st.id, err, st.trailer)
-	}
+	return err
 }
 
 // intercepted runs the handler inside the stream interceptors.
 func (st *serverStream) intercepted(h *streamHandler) error {
-	ics := st.c.s.opts.stream.interceptors
+	ics := st.srv.opts.stream.interceptors
 	if len(ics) == 0 {
 		return st.safeRun(st.ctx, h)
 	}
@@ -289,7 +305,7 @@ func (st *serverStream) safeRun(ctx context.Context, h *streamHandler) (err erro
 		if p := recover(); p != nil {
 			buf := make([]byte, 4096)
 			buf = buf[:runtime.Stack(buf, false)]
-			st.c.s.opts.logger.Error("fleet server: stream handler panic", "service", st.info.Service, "method", st.info.Method, "panic", fmt.Sprint(p), "stack", string(buf))
+			st.srv.opts.logger.Error("fleet server: stream handler panic", "service", st.info.Service, "method", st.info.Method, "panic", fmt.Sprint(p), "stack", string(buf))
 			err = fleet.Errorf(fleet.Internal, "panic in %s.%s: %v", st.info.Service, st.info.Method, p)
 		}
 	}()
@@ -332,6 +348,9 @@ func (st *serverStream) send(msg any) error {
 	if st.ctx.Err() != nil {
 		return st.ctxErr()
 	}
+	if st.local != nil {
+		return st.localSend(msg)
+	}
 	bp := bufpool.Get(1024)
 	defer bufpool.Put(bp)
 	h := protocol.Header{Type: protocol.TypeStreamData, Codec: st.codecID, Seq: st.id}
@@ -342,11 +361,11 @@ func (st *serverStream) send(msg any) error {
 	if err != nil {
 		return fleet.Errorf(fleet.Internal, "encode stream message: %v", err)
 	}
-	if st.comp != compress.None && len(buf)-p0 >= st.c.s.opts.compressMin {
+	if st.comp != compress.None && len(buf)-p0 >= st.srv.opts.compressMin {
 		buf, _ = protocol.CompressPayload(buf, start, p0, st.comp)
 		*bp = buf
 	}
-	if err := protocol.EndFrame(buf, start, st.c.s.opts.limits.MaxFrameSize); err != nil {
+	if err := protocol.EndFrame(buf, start, st.srv.opts.limits.MaxFrameSize); err != nil {
 		return err
 	}
 	if !st.credit.Acquire(int64(len(buf)-p0), st.ctx.Done()) {
@@ -358,6 +377,9 @@ func (st *serverStream) send(msg any) error {
 // recv decodes the next message into msg; io.EOF after the client's
 // half-close.
 func (st *serverStream) recv(msg any) error {
+	if st.local != nil {
+		return st.localRecv(msg)
+	}
 	m, grant, err := st.inbox.Next(st.ctx.Done(), st.ctxErr)
 	if err != nil {
 		return err
@@ -505,7 +527,7 @@ func HandleServerStream[Req, Res any](s *Server, service, method string, fn func
 			return err
 		}
 		return fn(ctx, req, &ServerStream[Res]{st: st})
-	}})
+	}, kind: kindServer, req: reflect.TypeFor[Req](), res: reflect.TypeFor[Res]()})
 }
 
 // HandleClientStream serves fn as the client-streaming method
@@ -521,7 +543,7 @@ func HandleClientStream[Req, Res any](s *Server, service, method string, fn func
 			res = new(Res)
 		}
 		return st.send(res)
-	}})
+	}, kind: kindClient, req: reflect.TypeFor[Req](), res: reflect.TypeFor[Res]()})
 }
 
 // HandleBidiStream serves fn as the bidirectional method service.method:
@@ -529,5 +551,5 @@ func HandleClientStream[Req, Res any](s *Server, service, method string, fn func
 func HandleBidiStream[Req, Res any](s *Server, service, method string, fn func(ctx context.Context, stream *BidiStream[Req, Res]) error) error {
 	return s.handleStream(service, method, &streamHandler{run: func(ctx context.Context, st *serverStream) error {
 		return fn(ctx, &BidiStream[Req, Res]{st: st})
-	}})
+	}, kind: kindBidi, req: reflect.TypeFor[Req](), res: reflect.TypeFor[Res]()})
 }

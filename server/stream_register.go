@@ -16,6 +16,9 @@ import (
 type streamBinder interface {
 	bind(st *serverStream)
 	kind() streamKind
+	// msgTypes returns the message types the stream type names (nil for
+	// one it does not name).
+	msgTypes() (req, res reflect.Type)
 }
 
 type streamKind int
@@ -32,6 +35,12 @@ func (s *ClientStream[Req]) bind(st *serverStream)    { s.st = st }
 func (*ClientStream[Req]) kind() streamKind           { return kindClient }
 func (s *BidiStream[Req, Res]) bind(st *serverStream) { s.st = st }
 func (*BidiStream[Req, Res]) kind() streamKind        { return kindBidi }
+
+func (*ServerStream[Res]) msgTypes() (req, res reflect.Type) { return nil, reflect.TypeFor[Res]() }
+func (*ClientStream[Req]) msgTypes() (req, res reflect.Type) { return reflect.TypeFor[Req](), nil }
+func (*BidiStream[Req, Res]) msgTypes() (req, res reflect.Type) {
+	return reflect.TypeFor[Req](), reflect.TypeFor[Res]()
+}
 
 var (
 	binderType = reflect.TypeFor[streamBinder]()
@@ -95,7 +104,9 @@ func streamMethod(fn reflect.Value) *streamHandler {
 		v.Interface().(streamBinder).bind(st)
 		return v
 	}
-	kind := reflect.New(last.Elem()).Interface().(streamBinder).kind()
+	binder := reflect.New(last.Elem()).Interface().(streamBinder)
+	kind := binder.kind()
+	reqT, resT := binder.msgTypes()
 	ctxOf := func(ctx context.Context) reflect.Value { return reflect.ValueOf(&ctx).Elem() }
 	errOf := func(v reflect.Value) error {
 		if v.IsNil() {
@@ -115,7 +126,7 @@ func streamMethod(fn reflect.Value) *streamHandler {
 				return err
 			}
 			return errOf(fn.Call([]reflect.Value{ctxOf(ctx), req, newStream(st)})[0])
-		}}
+		}, kind: kind, req: argType, res: resT}
 	case kind == kindClient && ft.NumIn() == 2 && ft.NumOut() == 2 && ft.Out(0).Kind() == reflect.Pointer && ft.Out(1) == errType:
 		resType := ft.Out(0).Elem()
 		return &streamHandler{run: func(ctx context.Context, st *serverStream) error {
@@ -128,11 +139,11 @@ func streamMethod(fn reflect.Value) *streamHandler {
 				res = reflect.New(resType)
 			}
 			return st.send(res.Interface())
-		}}
+		}, kind: kind, req: reqT, res: resType}
 	case kind == kindBidi && ft.NumIn() == 2 && ft.NumOut() == 1 && ft.Out(0) == errType:
 		return &streamHandler{run: func(ctx context.Context, st *serverStream) error {
 			return errOf(fn.Call([]reflect.Value{ctxOf(ctx), newStream(st)})[0])
-		}}
+		}, kind: kind, req: reqT, res: resT}
 	}
 	return nil
 }
