@@ -249,10 +249,10 @@ func (t *Telemetry) clientInterceptor(server []attribute.KeyValue) client.Interc
 			return &clientMethod{m: m, opts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...)}}
 		})
 		ctx, span := t.tracer.Start(ctx, cm.m.name, cm.opts...)
-		md := make(fleet.Metadata, 2)
-		t.props.Inject(ctx, metadataCarrier(md))
-		if len(md) > 0 {
-			ctx = fleet.WithOutgoingMetadata(ctx, md)
+		var pc pairCarrier
+		t.props.Inject(ctx, &pc)
+		if len(pc.kv) > 0 {
+			ctx = fleet.AppendOutgoingMetadata(ctx, pc.kv...)
 		}
 		start := time.Since(epoch)
 		err := invoke(ctx, service, method, args, reply)
@@ -330,6 +330,39 @@ func (m metadataCarrier) Keys() []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
+	}
+	return keys
+}
+
+// pairCarrier collects what a propagator injects as key, value pairs, for
+// fleet.AppendOutgoingMetadata to make the request's metadata map from in
+// one step. The first three pairs (traceparent, tracestate, baggage) fit
+// in buf.
+type pairCarrier struct {
+	kv  []string
+	buf [6]string
+}
+
+func (c *pairCarrier) Get(key string) string {
+	for i := len(c.kv) - 2; i >= 0; i -= 2 {
+		if c.kv[i] == key {
+			return c.kv[i+1]
+		}
+	}
+	return ""
+}
+
+func (c *pairCarrier) Set(key, value string) {
+	if c.kv == nil {
+		c.kv = c.buf[:0]
+	}
+	c.kv = append(c.kv, key, value)
+}
+
+func (c *pairCarrier) Keys() []string {
+	keys := make([]string, 0, len(c.kv)/2)
+	for i := 0; i < len(c.kv); i += 2 {
+		keys = append(keys, c.kv[i])
 	}
 	return keys
 }
