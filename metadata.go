@@ -47,6 +47,27 @@ func WithOutgoingMetadata(ctx context.Context, md Metadata) context.Context {
 	return context.WithValue(ctx, outgoingKey{}, md.Clone())
 }
 
+// AppendOutgoingMetadata is WithOutgoingMetadata for pairs given as
+// alternating keys and values (k1, v1, k2, v2, ...), later ones winning:
+// it makes the one map the context keeps, where WithOutgoingMetadata
+// copies a map the caller already made. Interceptors that add a few keys
+// on every call (trace context) use it. It panics if kv has an odd
+// length, a programming error.
+func AppendOutgoingMetadata(ctx context.Context, kv ...string) context.Context {
+	if len(kv)%2 != 0 {
+		panic("fleet: AppendOutgoingMetadata: odd number of strings")
+	}
+	prev, _ := ctx.Value(outgoingKey{}).(Metadata)
+	md := make(Metadata, len(prev)+len(kv)/2)
+	for k, v := range prev {
+		md[k] = v
+	}
+	for i := 0; i < len(kv); i += 2 {
+		md[kv[i]] = kv[i+1]
+	}
+	return context.WithValue(ctx, outgoingKey{}, md)
+}
+
 // OutgoingMetadata returns the request metadata attached to ctx by
 // WithOutgoingMetadata, or nil. The returned map must not be modified.
 func OutgoingMetadata(ctx context.Context) Metadata {

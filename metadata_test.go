@@ -49,3 +49,30 @@ func TestMetadataClone(t *testing.T) {
 		t.Error("Clone shares storage with the original")
 	}
 }
+
+func TestAppendOutgoingMetadata(t *testing.T) {
+	base := fleet.WithOutgoingMetadata(context.Background(), fleet.Metadata{"a": "1", "b": "1"})
+	ctx := fleet.AppendOutgoingMetadata(base, "b", "2", "c", "2", "c", "3")
+	got := fleet.OutgoingMetadata(ctx)
+	want := fleet.Metadata{"a": "1", "b": "2", "c": "3"}
+	if len(got) != len(want) {
+		t.Fatalf("OutgoingMetadata = %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("OutgoingMetadata[%q] = %q, want %q", k, got[k], v)
+		}
+	}
+	if prev := fleet.OutgoingMetadata(base); len(prev) != 2 || prev["b"] != "1" {
+		t.Errorf("parent context's metadata changed: %v", prev)
+	}
+	if md := fleet.OutgoingMetadata(fleet.AppendOutgoingMetadata(context.Background(), "k", "v")); len(md) != 1 || md["k"] != "v" {
+		t.Errorf("from an empty context: %v", md)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("odd number of strings did not panic")
+		}
+	}()
+	fleet.AppendOutgoingMetadata(context.Background(), "k")
+}

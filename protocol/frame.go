@@ -306,15 +306,28 @@ func (f *Frame) RangeMetadata(fn func(k, v []byte) bool) {
 }
 
 // Metadata returns the frame's metadata as a new map, or nil when it has
-// none. Later duplicates of a key win.
+// none. Later duplicates of a key win. The keys and values share one
+// string copied from the frame (two allocations for the whole section,
+// the map and that string, instead of two per pair), so a value kept after
+// the call keeps the whole section alive; Parse bounds it by the
+// metadata limits.
 func (f *Frame) Metadata() fleet.Metadata {
 	if f.mdCount == 0 {
 		return nil
 	}
 	md := make(fleet.Metadata, f.mdCount)
-	f.RangeMetadata(func(k, v []byte) bool {
-		md[string(k)] = string(v)
-		return true
-	})
+	all := string(f.md)
+	p := f.md
+	off := 0
+	for i := 0; i < f.mdCount; i++ {
+		// Parse validated the section, so these reads cannot fail.
+		kl, n := binary.Uvarint(p[off:])
+		k := all[off+n : off+n+int(kl)]
+		off += n + int(kl)
+		vl, n := binary.Uvarint(p[off:])
+		v := all[off+n : off+n+int(vl)]
+		off += n + int(vl)
+		md[k] = v
+	}
 	return md
 }

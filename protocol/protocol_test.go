@@ -242,3 +242,28 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 }
+
+// TestMetadataOutlivesBuffer: the map Metadata returns shares no memory
+// with the frame's buffer, which goes back to the pool after the request
+// is decoded.
+func TestMetadataOutlivesBuffer(t *testing.T) {
+	md := fleet.Metadata{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "k": "v"}
+	buf, err := protocol.AppendFrame(nil, &protocol.Header{Type: protocol.TypeRequest, Seq: 1}, "S", "M", md, []byte("x"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, b, err := protocol.NewReader(bytes.NewReader(buf), 0, protocol.Limits{}).ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := f.Metadata()
+	for i := range *b {
+		(*b)[i] = 'X'
+	}
+	bufpool.Put(b)
+	for k, v := range md {
+		if got[k] != v {
+			t.Errorf("metadata[%q] = %q after the buffer was overwritten, want %q", k, got[k], v)
+		}
+	}
+}

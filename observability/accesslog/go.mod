@@ -4,6 +4,8 @@ go 1.26.8
 
 require github.com/fleetrpc/fleet v0.0.0-00010101000000-000000000000
 
+require golang.org/x/time v0.15.0 // indirect
+
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect

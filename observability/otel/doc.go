@@ -27,6 +27,14 @@
 // fault (unknown, deadline_exceeded, unimplemented, internal, unavailable,
 // data_loss, shutting_down), as the conventions ask for gRPC.
 //
+// Cost. Span names, start options and metric attribute sets are built once
+// per method. Samplers see the name, kind and rpc.system, rpc.service,
+// rpc.method (plus server.address and server.port of ClientInterceptorFor),
+// given at span start; a server span's address attributes and every span's
+// outcome attributes and status are added only to recording spans. The
+// trace context is written into the request metadata for unsampled spans
+// too, so the callee's ParentBased sampler follows the caller's decision.
+//
 // Context propagation. The client interceptor writes the W3C trace context
 // (traceparent, tracestate) and W3C baggage (baggage) of the call's context
 // into the request metadata, and the server interceptor reads them back, so

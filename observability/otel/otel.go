@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -71,22 +70,30 @@ type Telemetry struct {
 	serverDur metric.Float64Histogram
 	clientDur metric.Float64Histogram
 
-	mu    sync.Mutex
-	attrs atomic.Pointer[map[akey]*callAttrs] // copy-on-write
+	methods table[*methodTel]
 }
 
-type akey struct {
+// methodTel is one (service, method)'s precomputed span name, attributes
+// and span start options, made once on the method's first call so a call
+// allocates none of them.
+type methodTel struct {
 	service, method string
-	code            fleet.Code
+	name            string               // "Service/Method"
+	start           []attribute.KeyValue // rpc.system, rpc.service, rpc.method
+	serverStart     []trace.SpanStartOption
+	ends            [fleet.ShuttingDown + 1]atomic.Pointer[endAttrs] // by code
 }
 
-// callAttrs are a (service, method, code) triple's precomputed attributes.
-type callAttrs struct {
-	name    string
-	start   []attribute.KeyValue // at span start
-	end     []attribute.KeyValue // at span end
-	measure metric.MeasurementOption
+// endAttrs are a method's attributes for one outcome code.
+type endAttrs struct {
+	end    []attribute.KeyValue  // at span end: status code, error type
+	record []metric.RecordOption // the attribute set of the duration, as a slice so Record does not allocate one per call
 }
+
+// epoch anchors the monotonic clock reads of call durations:
+// time.Since(epoch) reads the monotonic clock only, where time.Now also
+// reads the wall clock.
+var epoch = time.Now()
 
 // New returns a Telemetry configured by opts. Making its instruments
 // cannot fail with the SDK; an instrument a custom meter refuses is
@@ -119,60 +126,75 @@ func New(opts ...Option) *Telemetry {
 		metric.WithDescription("Measures the duration of outbound remote procedure calls."), buckets); err != nil {
 		t.clientDur, _ = noopMeter.Float64Histogram("rpc.client.call.duration")
 	}
-	empty := map[akey]*callAttrs{}
-	t.attrs.Store(&empty)
 	return t
 }
 
-func (t *Telemetry) attrsFor(service, method string, code fleet.Code) *callAttrs {
-	k := akey{service, method, code}
-	if a := (*t.attrs.Load())[k]; a != nil {
-		return a
+// method returns service.method's precomputed attributes.
+func (t *Telemetry) method(service, method string) *methodTel {
+	return t.methods.get(service, method, func() *methodTel {
+		start := []attribute.KeyValue{RPCSystemKey.String(System), RPCServiceKey.String(service), RPCMethodKey.String(method)}
+		return &methodTel{
+			service: service, method: method,
+			name:        service + "/" + method,
+			start:       start,
+			serverStart: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(start...)},
+		}
+	})
+}
+
+// endFor returns the method's attributes for code, made on first use.
+func (m *methodTel) endFor(code fleet.Code) *endAttrs {
+	if int(code) < len(m.ends) {
+		if a := m.ends[code].Load(); a != nil {
+			return a
+		}
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	old := *t.attrs.Load()
-	if a := old[k]; a != nil {
-		return a
-	}
-	start := []attribute.KeyValue{RPCSystemKey.String(System), RPCServiceKey.String(service), RPCMethodKey.String(method)}
 	end := []attribute.KeyValue{RPCResponseStatusCodeKey.String(code.String())}
 	if code != fleet.OK {
 		end = append(end, ErrorTypeKey.String(code.String()))
 	}
-	all := append(append([]attribute.KeyValue{}, start...), end[0])
-	a := &callAttrs{name: service + "/" + method, start: start, end: end, measure: metric.WithAttributeSet(attribute.NewSet(all...))}
-	next := make(map[akey]*callAttrs, len(old)+1)
-	for kk, v := range old {
-		next[kk] = v
+	all := append(append([]attribute.KeyValue{}, m.start...), end[0])
+	a := &endAttrs{end: end, record: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(all...))}}
+	if int(code) < len(m.ends) {
+		// Two first calls may both make it; either result is the same.
+		m.ends[code].Store(a)
 	}
-	next[k] = a
-	t.attrs.Store(&next)
 	return a
 }
 
 // ServerInterceptor returns the server interceptor: it continues the
 // caller's trace from the request metadata, runs the call under a server
 // span and records rpc.server.call.duration.
+//
+// The span starts with the method's attributes (built once per method);
+// the address attributes and the outcome are added only when the sampler
+// made the span recording, so an unsampled call costs the span's start and
+// end and the duration measurement.
 func (t *Telemetry) ServerInterceptor() server.Interceptor {
 	return func(ctx context.Context, info *fleet.CallInfo, args, reply any, next server.Handler) error {
 		if len(info.Metadata) > 0 {
 			ctx = t.props.Extract(ctx, metadataCarrier(info.Metadata))
 		}
-		a := t.attrsFor(info.Service, info.Method, fleet.OK)
-		attrs := make([]attribute.KeyValue, 0, len(a.start)+4)
-		attrs = append(attrs, a.start...)
-		attrs = appendAddr(attrs, info.LocalAddr, ServerAddressKey, ServerPortKey)
-		attrs = appendAddr(attrs, info.RemoteAddr, ClientAddressKey, ClientPortKey)
-		ctx, span := t.tracer.Start(ctx, a.name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
-		start := time.Now()
+		m := t.method(info.Service, info.Method)
+		ctx, span := t.tracer.Start(ctx, m.name, m.serverStart...)
+		recording := span.IsRecording()
+		if recording {
+			var buf [4]attribute.KeyValue
+			addrs := appendAddr(buf[:0], info.LocalAddr, ServerAddressKey, ServerPortKey)
+			addrs = appendAddr(addrs, info.RemoteAddr, ClientAddressKey, ClientPortKey)
+			span.SetAttributes(addrs...)
+		}
+		start := time.Since(epoch)
 		err := next(ctx, args, reply)
+		d := time.Since(epoch) - start
 		code := fleet.CodeOf(err)
-		ea := t.attrsFor(info.Service, info.Method, code)
-		t.serverDur.Record(ctx, time.Since(start).Seconds(), ea.measure)
-		span.SetAttributes(ea.end...)
-		if serverFault(code) {
-			span.SetStatus(codes.Error, err.Error())
+		ea := m.endFor(code)
+		t.serverDur.Record(ctx, d.Seconds(), ea.record...)
+		if recording {
+			span.SetAttributes(ea.end...)
+			if serverFault(code) {
+				span.SetStatus(codes.Error, err.Error())
+			}
 		}
 		span.End()
 		return err
@@ -188,6 +210,11 @@ func (t *Telemetry) ServerOption() server.Option {
 // ClientInterceptor returns the client interceptor: it runs the call under
 // a client span, writes the trace context and baggage into the request
 // metadata, and records rpc.client.call.duration.
+//
+// The span's start options are built once per method; the outcome is
+// added only to recording spans. The trace context is written whether or
+// not the span is sampled: the server's sampler needs the caller's
+// decision (W3C trace-flags) to keep the trace whole.
 func (t *Telemetry) ClientInterceptor() client.Interceptor { return t.clientInterceptor(nil) }
 
 // ClientInterceptorFor is ClientInterceptor for a client of the server at
@@ -206,27 +233,37 @@ func (t *Telemetry) ClientInterceptorFor(addr string) client.Interceptor {
 	return t.clientInterceptor(kv)
 }
 
+// clientMethod is one method's span start options for one client
+// interceptor (they include that interceptor's server address).
+type clientMethod struct {
+	m    *methodTel
+	opts []trace.SpanStartOption
+}
+
 func (t *Telemetry) clientInterceptor(server []attribute.KeyValue) client.Interceptor {
+	var methods table[*clientMethod]
 	return func(ctx context.Context, service, method string, args, reply any, invoke client.Invoker) error {
-		a := t.attrsFor(service, method, fleet.OK)
-		opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(a.start...)}
-		if server != nil {
-			opts = append(opts, trace.WithAttributes(server...))
+		cm := methods.get(service, method, func() *clientMethod {
+			m := t.method(service, method)
+			attrs := append(append([]attribute.KeyValue{}, m.start...), server...)
+			return &clientMethod{m: m, opts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...)}}
+		})
+		ctx, span := t.tracer.Start(ctx, cm.m.name, cm.opts...)
+		var pc pairCarrier
+		t.props.Inject(ctx, &pc)
+		if len(pc.kv) > 0 {
+			ctx = fleet.AppendOutgoingMetadata(ctx, pc.kv...)
 		}
-		ctx, span := t.tracer.Start(ctx, a.name, opts...)
-		md := make(fleet.Metadata, 3)
-		t.props.Inject(ctx, metadataCarrier(md))
-		if len(md) > 0 {
-			ctx = fleet.WithOutgoingMetadata(ctx, md)
-		}
-		start := time.Now()
+		start := time.Since(epoch)
 		err := invoke(ctx, service, method, args, reply)
-		code := fleet.CodeOf(err)
-		ea := t.attrsFor(service, method, code)
-		t.clientDur.Record(ctx, time.Since(start).Seconds(), ea.measure)
-		span.SetAttributes(ea.end...)
-		if err != nil {
-			span.SetStatus(codes.Error, err.Error())
+		d := time.Since(epoch) - start
+		ea := cm.m.endFor(fleet.CodeOf(err))
+		t.clientDur.Record(ctx, d.Seconds(), ea.record...)
+		if span.IsRecording() {
+			span.SetAttributes(ea.end...)
+			if err != nil {
+				span.SetStatus(codes.Error, err.Error())
+			}
 		}
 		span.End()
 		return err
@@ -293,6 +330,39 @@ func (m metadataCarrier) Keys() []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
+	}
+	return keys
+}
+
+// pairCarrier collects what a propagator injects as key, value pairs, for
+// fleet.AppendOutgoingMetadata to make the request's metadata map from in
+// one step. The first three pairs (traceparent, tracestate, baggage) fit
+// in buf.
+type pairCarrier struct {
+	kv  []string
+	buf [6]string
+}
+
+func (c *pairCarrier) Get(key string) string {
+	for i := len(c.kv) - 2; i >= 0; i -= 2 {
+		if c.kv[i] == key {
+			return c.kv[i+1]
+		}
+	}
+	return ""
+}
+
+func (c *pairCarrier) Set(key, value string) {
+	if c.kv == nil {
+		c.kv = c.buf[:0]
+	}
+	c.kv = append(c.kv, key, value)
+}
+
+func (c *pairCarrier) Keys() []string {
+	keys := make([]string, 0, len(c.kv)/2)
+	for i := 0; i < len(c.kv); i += 2 {
+		keys = append(keys, c.kv[i])
 	}
 	return keys
 }

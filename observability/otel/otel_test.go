@@ -369,3 +369,75 @@ func TestCallDurationMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestUnsampledCall: a call whose trace the caller did not sample records
+// no span on either side, still carries its trace context (flags 00) to
+// the server, whose ParentBased sampler follows the caller's decision and
+// keeps the trace id, and still counts in the duration metrics.
+func TestUnsampledCall(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())))
+	defer tp.Shutdown(context.Background())
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	tel := fleetotel.New(fleetotel.WithTracerProvider(tp), fleetotel.WithMeterProvider(mp))
+
+	srv := server.New(tel.ServerOption())
+	type seen struct {
+		sc          trace.SpanContext
+		recording   bool
+		traceparent string
+	}
+	got := make(chan seen, 1)
+	if err := srv.RegisterFunction("U", "Do", func(ctx context.Context, in *Req, out *Rep) error {
+		got <- seen{trace.SpanContextFromContext(ctx), trace.SpanFromContext(ctx).IsRecording(), fleet.IncomingMetadata(ctx)["traceparent"]}
+		return fleet.Errorf(fleet.Internal, "fails, to exercise the error path")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, serve(t, srv), tel.ClientOption())
+
+	tid, _ := trace.TraceIDFromHex("0af7651916cd43dd8448eb211c80319c")
+	sid, _ := trace.SpanIDFromHex("b7ad6b7169203331")
+	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, Remote: true}) // not sampled
+	ctx := trace.ContextWithSpanContext(context.Background(), parent)
+	var out Rep
+	if err := c.Call(ctx, "U", "Do", &Req{}, &out); fleet.CodeOf(err) != fleet.Internal {
+		t.Fatalf("call: %v, want the handler's internal error", err)
+	}
+	s := <-got
+	if s.sc.TraceID() != tid || s.sc.IsSampled() || s.recording {
+		t.Errorf("server span: trace %s sampled %v recording %v, want trace %s unsampled and not recording",
+			s.sc.TraceID(), s.sc.IsSampled(), s.recording, tid)
+	}
+	if want := "00-" + tid.String() + "-"; len(s.traceparent) != 55 || s.traceparent[:len(want)] != want || s.traceparent[53:] != "00" {
+		t.Errorf("traceparent %q, want %s<span id>-00", s.traceparent, want)
+	}
+	if n := len(rec.Ended()); n != 0 {
+		t.Errorf("%d spans recorded, want 0", n)
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]uint64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok {
+				for _, dp := range h.DataPoints {
+					if code, _ := dp.Attributes.Value("rpc.response.status_code"); code.AsString() == "internal" {
+						counts[m.Name] += dp.Count
+					}
+				}
+			}
+		}
+	}
+	for _, name := range []string{"rpc.server.call.duration", "rpc.client.call.duration"} {
+		if counts[name] != 1 {
+			t.Errorf("%s: %d samples with code internal, want 1", name, counts[name])
+		}
+	}
+}

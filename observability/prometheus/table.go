@@ -19,11 +19,12 @@ type rpcMetrics struct {
 	seconds  *prometheus.HistogramVec // service, method
 	inflight *prometheus.GaugeVec     // service, method; nil on the client
 
-	mu      sync.Mutex                         // serialises writers of methods
-	methods atomic.Pointer[map[mkey]*mMetrics] // copy-on-write
+	mu sync.Mutex // serialises writers of methods
+	// methods maps service, then method, to the resolved series:
+	// copy-on-write, read without a lock. String keys use the runtime's
+	// fast string hash (a struct key would take the generic one).
+	methods atomic.Pointer[map[string]map[string]*mMetrics]
 }
-
-type mkey struct{ service, method string }
 
 // mMetrics are one method's resolved series.
 type mMetrics struct {
@@ -36,19 +37,21 @@ type mMetrics struct {
 }
 
 func (r *rpcMetrics) init() {
-	empty := map[mkey]*mMetrics{}
+	empty := map[string]map[string]*mMetrics{}
 	r.methods.Store(&empty)
 }
 
 // lookup returns the series of service.method, making them on first use.
+// The number of entries is bounded by the methods the server registered
+// (it refuses unknown ones before interceptors run) or the client calls.
 func (r *rpcMetrics) lookup(service, method string) *mMetrics {
-	if m := (*r.methods.Load())[mkey{service, method}]; m != nil {
+	if m := (*r.methods.Load())[service][method]; m != nil {
 		return m
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := *r.methods.Load()
-	if m := old[mkey{service, method}]; m != nil {
+	if m := old[service][method]; m != nil {
 		return m
 	}
 	m := &mMetrics{
@@ -60,11 +63,16 @@ func (r *rpcMetrics) lookup(service, method string) *mMetrics {
 	if r.inflight != nil {
 		m.inflight = r.inflight.WithLabelValues(service, method)
 	}
-	next := make(map[mkey]*mMetrics, len(old)+1)
+	next := make(map[string]map[string]*mMetrics, len(old)+1)
 	for k, v := range old {
 		next[k] = v
 	}
-	next[mkey{service, method}] = m
+	ms := make(map[string]*mMetrics, len(old[service])+1)
+	for k, v := range old[service] {
+		ms[k] = v
+	}
+	ms[method] = m
+	next[service] = ms
 	r.methods.Store(&next)
 	return m
 }
@@ -82,18 +90,22 @@ func (m *mMetrics) handledFor(code fleet.Code) prometheus.Counter {
 	return c
 }
 
+// epoch anchors the clock reads of call durations: time.Since(epoch)
+// reads the monotonic clock only, where time.Now also reads the wall clock.
+var epoch = time.Now()
+
 // begin counts a call's start; the returned time goes to end.
-func (m *mMetrics) begin() time.Time {
+func (m *mMetrics) begin() time.Duration {
 	m.started.Inc()
 	if m.inflight != nil {
 		m.inflight.Inc()
 	}
-	return time.Now()
+	return time.Since(epoch)
 }
 
 // end counts a call's outcome and duration.
-func (r *rpcMetrics) end(ctx context.Context, m *mMetrics, start time.Time, err error) {
-	d := time.Since(start).Seconds()
+func (r *rpcMetrics) end(ctx context.Context, m *mMetrics, start time.Duration, err error) {
+	d := (time.Since(epoch) - start).Seconds()
 	if r.cfg.exemplar != nil {
 		if l := r.cfg.exemplar(ctx); len(l) > 0 {
 			if eo, ok := m.seconds.(prometheus.ExemplarObserver); ok {
