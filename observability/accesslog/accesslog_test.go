@@ -3,13 +3,12 @@ package accesslog_test
 import (
 	"context"
 	"log/slog"
-	"net"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/client"
+	"github.com/fleetrpc/fleet/internal/testutil"
 	"github.com/fleetrpc/fleet/observability/accesslog"
 	"github.com/fleetrpc/fleet/server"
 )
@@ -58,7 +57,7 @@ func setup(t *testing.T, srvLog, cliLog *slog.Logger, opts ...accesslog.Option) 
 	}); err != nil {
 		t.Fatal(err)
 	}
-	addr := serve(t, srv)
+	addr := testutil.Serve(t, srv)
 	c, err := client.Dial(context.Background(), "tcp", addr, client.WithInterceptor(accesslog.Client(cliLog, opts...)))
 	if err != nil {
 		t.Fatal(err)
@@ -137,25 +136,4 @@ func TestSamplingAndDisabled(t *testing.T) {
 	if got := crec.take(); len(got) != 0 {
 		t.Errorf("disabled client logger got %d records", len(got))
 	}
-}
-
-// serve starts srv on a loopback TCP port, shut down when the test ends.
-func serve(t *testing.T, srv *server.Server) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	})
-	return lis.Addr().String()
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/fleetrpc/fleet/client"
+	"github.com/fleetrpc/fleet/internal/testutil"
 	fleetotel "github.com/fleetrpc/fleet/observability/otel"
 	"github.com/fleetrpc/fleet/server"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -44,7 +45,7 @@ func BenchmarkEcho(b *testing.B) {
 			}); err != nil {
 				b.Fatal(err)
 			}
-			c := dialB(b, serveB(b, srv), copts...)
+			c := dialB(b, testutil.Serve(b, srv), copts...)
 			b.SetParallelism(50)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {

@@ -6,10 +6,10 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/client"
+	"github.com/fleetrpc/fleet/internal/testutil"
 	fleetotel "github.com/fleetrpc/fleet/observability/otel"
 	"github.com/fleetrpc/fleet/registry"
 	"github.com/fleetrpc/fleet/registry/static"
@@ -29,29 +29,6 @@ type Rep struct {
 	N       int
 	Tenant  string
 	TraceID string
-}
-
-// serve starts srv on a loopback TCP port, shut down when the test ends.
-func serve(t *testing.T, srv *server.Server) string { return serveB(t, srv) }
-
-func serveB(t testing.TB, srv *server.Server) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	})
-	return lis.Addr().String()
 }
 
 func dial(t *testing.T, addr string, opts ...client.Option) *client.Client {
@@ -115,7 +92,7 @@ func TestTraceAcrossServices(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	backAddr := serve(t, back)
+	backAddr := testutil.Serve(t, back)
 	backClient := dial(t, backAddr, tel.ClientOptionFor(backAddr))
 
 	front := server.New(tel.ServerOption())
@@ -124,7 +101,7 @@ func TestTraceAcrossServices(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	frontAddr := serve(t, front)
+	frontAddr := testutil.Serve(t, front)
 	c := dial(t, frontAddr, tel.ClientOption())
 
 	member, _ := baggage.NewMember("tenant", "acme")
@@ -217,7 +194,7 @@ func TestErrorStatus(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	c := dial(t, serve(t, srv), tel.ClientOption())
+	c := dial(t, testutil.Serve(t, srv), tel.ClientOption())
 	for _, tc := range []struct {
 		method      string
 		code        fleet.Code
@@ -268,7 +245,7 @@ func TestXClientFailover(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		instances = append(instances, registry.Instance{Service: "Echo", Addr: serve(t, srv)})
+		instances = append(instances, registry.Instance{Service: "Echo", Addr: testutil.Serve(t, srv)})
 	}
 	disc, err := static.NewDiscovery(static.Config{Instances: instances})
 	if err != nil {
@@ -331,7 +308,7 @@ func TestCallDurationMetrics(t *testing.T) {
 	if err := srv.RegisterFunction("M", "Do", func(ctx context.Context, in *Req, out *Rep) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	c := dial(t, serve(t, srv), tel.ClientOption())
+	c := dial(t, testutil.Serve(t, srv), tel.ClientOption())
 	const n = 5
 	for i := 0; i < n; i++ {
 		var out Rep
@@ -397,7 +374,7 @@ func TestUnsampledCall(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	c := dial(t, serve(t, srv), tel.ClientOption())
+	c := dial(t, testutil.Serve(t, srv), tel.ClientOption())
 
 	tid, _ := trace.TraceIDFromHex("0af7651916cd43dd8448eb211c80319c")
 	sid, _ := trace.SpanIDFromHex("b7ad6b7169203331")

@@ -2,12 +2,12 @@ package fleetprom_test
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/client"
+	"github.com/fleetrpc/fleet/internal/testutil"
 	fleetprom "github.com/fleetrpc/fleet/observability/prometheus"
 	"github.com/fleetrpc/fleet/server"
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,7 +31,8 @@ func (Arith) Div(args *Args, reply *int) error {
 	return nil
 }
 
-// serve starts srv on a loopback port and shuts it down when the test ends.
+// serve registers Arith on srv and starts it on a loopback port, shut
+// down when the test ends.
 func serve(t *testing.T, srv *server.Server) string { return serveB(t, srv) }
 
 func serveB(t testing.TB, srv *server.Server) string {
@@ -39,22 +40,7 @@ func serveB(t testing.TB, srv *server.Server) string {
 	if err := srv.Register(Arith{}); err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	})
-	return lis.Addr().String()
+	return testutil.Serve(t, srv)
 }
 
 // families gathers reg into a map by metric name.
