@@ -46,10 +46,12 @@ func init() {
 func newDashboardCmd() *cobra.Command {
 	var f dashboardFlags
 	cmd := &cobra.Command{
-		Use:   "dashboard --registry URL [--service NAME]...",
+		Use:   "dashboard [--registry URL] [--service NAME]...",
 		Short: "A web page showing a registry's services and instances, with a call form",
 		Long: `dashboard serves a web page (assets embedded, nothing from a CDN) that shows
-every instance of the --service services in the --registry registry: address,
+every instance of the --service services in the --registry registry (by
+default etcd://127.0.0.1:2379, where fleet demo --serve listens its embedded
+etcd): address,
 weight, group, version, tags, state and the load each last reported (calls/s,
 in flight), with a chart of calls/s per instance updated every second; and a
 form that calls any method of those services with a JSON argument, as
@@ -91,7 +93,7 @@ http.CrossOriginProtection, Sec-Fetch-Site / Origin) and JSON.`,
 	cmd.SetFlagErrorFunc(flagError)
 	fl := cmd.Flags()
 	f.register(fl)
-	fl.StringVar(&f.registry, "registry", "", "registry URL: etcd://, zookeeper://, redis://, nats://host:port, or static://host:port,host:port")
+	fl.StringVar(&f.registry, "registry", "etcd://"+defaultRegistryAddr, "registry URL (default: the embedded etcd of fleet demo --serve): etcd://, zookeeper://, redis://, nats://host:port, or static://host:port,host:port")
 	fl.StringArrayVar(&f.services, "service", []string{"Arith", "Hello"}, "a service to show (repeatable)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8090", "address to serve the page on; not loopback only with --token")
 	return cmd
