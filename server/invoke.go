@@ -6,6 +6,7 @@ import (
 	"net"
 	"reflect"
 	"sync"
+	"time"
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/codec"
@@ -73,6 +74,8 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 		return nil, nil, err
 	}
 	s.calls.Add(1)
+	start := time.Now()
+	defer func() { s.lat.observe(time.Since(start)) }()
 
 	cctx := &callCtx{Context: ctx, m: m}
 	cctx.info = fleet.CallInfo{

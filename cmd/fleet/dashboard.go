@@ -53,7 +53,8 @@ every instance of the --service services in the --registry registry (by
 default etcd://127.0.0.1:2379, where fleet demo --serve listens its embedded
 etcd): address,
 weight, group, version, tags, state and the load each last reported (calls/s,
-in flight), with a chart of calls/s per instance updated every second; and a
+in flight, p99 handling time), with charts of calls/s and p99 per instance
+updated every second; and a
 form that calls any method of those services with a JSON argument, as
 fleet call does (reflection, protojson for protobuf methods).
 
@@ -227,6 +228,7 @@ type apiInstance struct {
 	State          string   `json:"state"`
 	InFlight       int64    `json:"inflight"`
 	CallsPerSecond float64  `json:"calls_per_second"`
+	P99Ms          float64  `json:"p99_ms"` // registry.Load.P99Ms: 0 without calls in the last interval
 }
 
 type apiService struct {
@@ -266,7 +268,7 @@ func (d *dashboard) apiServices(w http.ResponseWriter, r *http.Request) {
 			s.Instances = append(s.Instances, apiInstance{
 				Addr: in.Key(), Weight: in.EffectiveWeight(), Group: in.Group, Version: in.Version,
 				Tags: append([]string{}, in.Tags...), State: st,
-				InFlight: in.Load.InFlight, CallsPerSecond: in.Load.CallsPerSecond,
+				InFlight: in.Load.InFlight, CallsPerSecond: in.Load.CallsPerSecond, P99Ms: in.Load.P99Ms,
 			})
 		}
 		out.Services = append(out.Services, s)

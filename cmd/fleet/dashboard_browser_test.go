@@ -29,8 +29,9 @@ func chromiumPath(t *testing.T) string {
 
 // TestDashboardBrowser drives the dashboard in headless Chromium against
 // three servers in a real (in-process) etcd under light load: the page
-// lists the instances with their weights, the call form returns
-// Arith.Add's sum, malformed JSON gets a clear error in the page, a
+// lists the instances with their weights and each one's p99 (a number,
+// positive under load, with its chart), the call form returns Arith.Add's
+// sum, malformed JSON gets a clear error in the page, a
 // weight changes, and disabling an instance moves the traffic off it
 // (in the page and in the server's own count) until it is enabled. It
 // saves a screenshot: into $FLEET_ARTIFACTS when set (CI keeps it), and
@@ -95,6 +96,12 @@ func TestDashboardBrowser(t *testing.T) {
 			t.Fatalf("page lists %s, not %s", addrs, a)
 		}
 	}
+
+	// p99 per instance: every row shows a number, and under load some
+	// Arith instance reports a positive one, with its chart.
+	eval("p99 cells", `Array.from(document.querySelectorAll('tr.instance td.p99')).every(e => /^[0-9]+(\.[0-9]+)?$/.test(e.textContent)) ? "numbers" : "not numbers"`, equals("numbers"))
+	eval("p99 under load", `Array.from(document.querySelectorAll('[data-service="Arith"] tr.instance td.p99')).some(e => parseFloat(e.textContent) > 0) ? "some" : "none"`, equals("some"))
+	eval("p99 charts", `String(document.querySelectorAll('[data-service="Arith"] tr.instance canvas.p99-chart').length)`, equals("3"))
 
 	// The call form: Arith.Add's sum.
 	eval("methods", `Array.from(document.querySelectorAll('#call-method option')).map(o => o.value).join(",")`, equals("Add,Div,Mul"))

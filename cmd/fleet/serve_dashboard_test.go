@@ -48,9 +48,9 @@ func TestDashboardDefaultRegistry(t *testing.T) {
 // TestDashboardAgainstDemoServe starts `fleet demo --serve --load 50` as a
 // child process (its embedded etcd on a random port, read from what it
 // prints), points a dashboard at the registry URL it printed, waits for
-// the three instances of Arith and Hello with load reported, steers one
-// instance's weight through the page's API (the demo's servers serve
-// fleet.Admin), and stops the child with SIGTERM, by PID: it shuts down
+// the three instances of Arith and Hello with load (calls/s and p99)
+// reported, steers one instance's weight through the page's API (the
+// demo's servers serve fleet.Admin), and stops the child with SIGTERM, by PID: it shuts down
 // cleanly (exit status 0).
 func TestDashboardAgainstDemoServe(t *testing.T) {
 	exe, err := os.Executable()
@@ -122,7 +122,8 @@ func TestDashboardAgainstDemoServe(t *testing.T) {
 	hs := httptest.NewServer(d.handler())
 	defer hs.Close()
 	waitInstances(t, hs.URL, 3)
-	// The load reaches the registry (every second) and the page's API.
+	// The load (calls/s and p99) reaches the registry every second, and
+	// the page's API.
 	var s apiServices
 	for end := time.Now().Add(20 * time.Second); ; {
 		getJSON(t, http.DefaultClient, hs.URL+"/api/services", &s)
@@ -163,11 +164,11 @@ func TestDashboardAgainstDemoServe(t *testing.T) {
 	}
 }
 
-// busy reports whether an instance of svc reports calls/s.
+// busy reports whether an instance of svc reports calls/s and a p99.
 func busy(s apiServices, svc string) bool {
 	for _, sv := range s.Services {
 		for _, in := range sv.Instances {
-			if sv.Name == svc && in.CallsPerSecond > 0 {
+			if sv.Name == svc && in.CallsPerSecond > 0 && in.P99Ms > 0 {
 				return true
 			}
 		}
