@@ -28,7 +28,8 @@ func chromiumPath(t *testing.T) string {
 }
 
 // TestDashboardBrowser drives the dashboard in headless Chromium against
-// three servers in a real (in-process) etcd under light load: the page
+// fleet demo --serve --load 200 (in process: three servers of Arith and
+// Hello with weights 1, 2 and 3 in an embedded etcd): the page
 // lists the instances with their weights and each one's p99 (a number,
 // positive under load, with its chart), the call form returns Arith.Add's
 // sum, malformed JSON gets a clear error in the page, a
@@ -38,9 +39,14 @@ func chromiumPath(t *testing.T) string {
 // into docs/img/dashboard.png when FLEET_UPDATE_SCREENSHOT=1.
 func TestDashboardBrowser(t *testing.T) {
 	exe := chromiumPath(t)
-	f := startDemoFleet(t)
-	f.load(t)
-	d := newTestDashboard(t, &dashboardFlags{registry: f.registryURL})
+	// fleet demo --serve --load 200, in process, on random ports.
+	pg, err := startPlayground(context.Background(), demoFlags{selector: "weighted", failMode: "failover",
+		srv: serveFlags{serve: true, addr: "127.0.0.1:0", adminAddr: "127.0.0.1:0", load: 200}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.stop()
+	d := newTestDashboard(t, &dashboardFlags{registry: pg.b.url})
 	hs := httptest.NewServer(d.handler())
 	defer hs.Close()
 
@@ -91,7 +97,7 @@ func TestDashboardBrowser(t *testing.T) {
 		eval(svc+" weights", fmt.Sprintf(`Array.from(document.querySelectorAll('[data-service=%q] tr.instance td.weight')).map(e => e.textContent).sort().join(",")`, svc), equals("1,2,3"))
 	}
 	addrs := eval("addresses", `Array.from(document.querySelectorAll('[data-service="Arith"] tr.instance td.addr')).map(e => e.textContent).sort().join(",")`, func(s string) bool { return s != "" })
-	for _, a := range f.addrs {
+	for _, a := range pg.addrs {
 		if !strings.Contains(addrs, a) {
 			t.Fatalf("page lists %s, not %s", addrs, a)
 		}
@@ -132,8 +138,8 @@ func TestDashboardBrowser(t *testing.T) {
 	row := func(addr string) string {
 		return fmt.Sprintf(`document.querySelector('[data-service="Arith"] tr[data-addr=%q]')`, addr)
 	}
-	victim := f.addrs[0] // weight 1
-	srv := f.servers[0]
+	victim := pg.addrs[0] // weight 1
+	srv := pg.servers[0]
 	click := func(what, button string) {
 		t.Helper()
 		eval(what, row(victim)+`.querySelector('button.`+button+`').click() || "clicked"`, equals("clicked"))
