@@ -6,7 +6,6 @@ import (
 	"net"
 	"reflect"
 	"sync"
-	"time"
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/codec"
@@ -74,8 +73,8 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 		return nil, nil, err
 	}
 	s.calls.Add(1)
-	start := time.Now()
-	defer func() { s.lat.observe(time.Since(start)) }()
+	start := s.lat.start()
+	defer func() { s.lat.done(start) }()
 
 	cctx := &callCtx{Context: ctx, m: m}
 	cctx.info = fleet.CallInfo{

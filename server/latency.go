@@ -20,7 +20,25 @@ const latBuckets = 160
 // observe is lock-free and does not allocate; the counts only grow, and
 // readers take differences of snapshots. Safe for concurrent use.
 type latencyHist struct {
-	n [latBuckets]atomic.Uint64
+	on atomic.Bool // set by the first Publish with load reports
+	n  [latBuckets]atomic.Uint64
+}
+
+// start returns the time a call starts, or the zero time when nothing
+// reads the histogram (no Publish with load reports), so that servers
+// that do not publish pay no clock reads.
+func (h *latencyHist) start() time.Time {
+	if !h.on.Load() {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+// done counts a call that began at start (from h.start).
+func (h *latencyHist) done(start time.Time) {
+	if !start.IsZero() {
+		h.observe(time.Since(start))
+	}
 }
 
 // latBucket returns the bucket of d: [lower, upper) in microseconds with

@@ -13,8 +13,8 @@ type PublishConfig struct {
 	// registry record: in-flight calls, calls per second and the 99th
 	// percentile of the time the server took to handle the interval's
 	// calls (see registry.Load; measured from the handler's start to the
-	// reply's write, in a fixed-bucket histogram that costs a clock read
-	// and an atomic add per call). Default 5 s; negative disables load
+	// reply's write, in a fixed-bucket histogram that costs two clock
+	// reads and an atomic add per call, once a Publish reports load). Default 5 s; negative disables load
 	// reports.
 	LoadInterval time.Duration
 	// DrainDelay is how long Shutdown keeps serving normally after
@@ -54,6 +54,7 @@ func (s *Server) Publish(ctx context.Context, reg registry.Registrar, inst regis
 		defer t.Stop()
 		_, lastCalls := s.Load()
 		last := time.Now()
+		s.lat.on.Store(true)
 		var lastLat [latBuckets]uint64
 		s.lat.quantileSince(&lastLat, 0.99) // start from now
 		for {
