@@ -35,8 +35,9 @@ func chromiumPath(t *testing.T) string {
 // sum, malformed JSON gets a clear error in the page, a
 // weight changes, and disabling an instance moves the traffic off it
 // (in the page and in the server's own count) until it is enabled. It
-// saves a screenshot: into $FLEET_ARTIFACTS when set (CI keeps it), and
-// into docs/img/dashboard.png when FLEET_UPDATE_SCREENSHOT=1.
+// saves a screenshot: into t.ArtifactDir() (kept with go test -artifacts),
+// into $FLEET_ARTIFACTS when set (CI keeps it), and into
+// docs/img/dashboard.png when FLEET_UPDATE_SCREENSHOT=1.
 func TestDashboardBrowser(t *testing.T) {
 	exe := chromiumPath(t)
 	// fleet demo --serve --load 200, in process, on random ports.
@@ -190,6 +191,10 @@ func TestDashboardBrowser(t *testing.T) {
 	}
 	if len(png) < 8 || string(png[1:4]) != "PNG" {
 		t.Fatalf("screenshot is not a PNG (%d bytes)", len(png))
+	}
+	// go test -artifacts keeps it under the output directory.
+	if err := os.WriteFile(filepath.Join(t.ArtifactDir(), "dashboard.png"), png, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if dir := os.Getenv("FLEET_ARTIFACTS"); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
