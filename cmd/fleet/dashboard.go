@@ -19,6 +19,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -94,11 +95,15 @@ http.CrossOriginProtection, Sec-Fetch-Site / Origin) and JSON.`,
 	cmd.SetFlagErrorFunc(flagError)
 	fl := cmd.Flags()
 	f.register(fl)
-	fl.StringVar(&f.registry, "registry", "etcd://"+defaultRegistryAddr, "registry URL (default: the embedded etcd of fleet demo --serve): etcd://, zookeeper://, redis://, nats://host:port, or static://host:port,host:port")
+	fl.StringVar(&f.registry, "registry", defaultDashboardRegistry, "registry URL (default: the embedded etcd of fleet demo --serve): etcd://, zookeeper://, redis://, nats://host:port, or static://host:port,host:port")
 	fl.StringArrayVar(&f.services, "service", []string{"Arith", "Hello"}, "a service to show (repeatable)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8090", "address to serve the page on; not loopback only with --token")
 	return cmd
 }
+
+// defaultDashboardRegistry is --registry's default: the embedded etcd of
+// fleet demo --serve.
+const defaultDashboardRegistry = "etcd://" + defaultRegistryAddr
 
 // dashboard serves the page and its JSON API for one registry.
 type dashboard struct {
@@ -254,11 +259,23 @@ func (d *dashboard) apiServices(w http.ResponseWriter, r *http.Request) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
+	// The services are asked at once, so that a registry that is down
+	// costs one timeout, not one per service.
+	lists := make([][]registry.Instance, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Go(func() { lists[i], errs[i] = d.targets[n].disc.Instances(ctx, n) })
+	}
+	wg.Wait()
+	for k, n := range names {
 		s := apiService{Name: n, Instances: []apiInstance{}}
-		list, err := d.targets[n].disc.Instances(ctx, n)
+		list, err := lists[k], errs[k]
 		if err != nil {
 			s.Error = "registry: " + err.Error()
+			if d.f.registry == defaultDashboardRegistry {
+				s.Error += " (the default registry is fleet demo --serve's: is it running? Otherwise give --registry URL)"
+			}
 		}
 		for _, in := range list {
 			st := string(in.State)

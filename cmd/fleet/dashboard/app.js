@@ -120,7 +120,10 @@ document.getElementById("services").addEventListener("click", ev => {
   else steer(service, addr, { weight: parseInt(b.getAttribute("data-weight"), 10) });
 });
 
+let polling = false; // a slow registry must not pile up requests
 async function poll() {
+  if (polling) return;
+  polling = true;
   try {
     const r = await fetch("api/services", { cache: "no-store" });
     if (!r.ok) throw new Error(r.status + " " + (await r.text()));
@@ -129,6 +132,8 @@ async function poll() {
     fillServices(data.services.map(s => s.name));
   } catch (e) {
     document.getElementById("updated").textContent = "update failed: " + e.message;
+  } finally {
+    polling = false;
   }
 }
 
