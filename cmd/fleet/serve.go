@@ -82,9 +82,12 @@ func startPlayground(ctx context.Context, f demoFlags) (pg *playground, err erro
 		return nil, err
 	}
 	pg = &playground{}
+	// The error returns set pg to nil: undo what was started through a
+	// copy of the pointer.
+	started := pg
 	defer func() {
 		if err != nil {
-			pg.stop()
+			started.stop()
 		}
 	}()
 	if pg.b, err = openRegistry(f.registry, f.srv.registryAddr); err != nil {
