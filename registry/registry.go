@@ -48,6 +48,12 @@ const (
 type Load struct {
 	InFlight       int64   `json:"inflight"`         // calls being handled now
 	CallsPerSecond float64 `json:"calls_per_second"` // over the last reporting interval
+	// P99Ms is the 99th percentile of the time the server took to
+	// handle the calls of the last reporting interval, in milliseconds:
+	// the upper bound of a histogram bucket, at most 25% above the true
+	// figure. 0 when the interval had no calls or the publisher does
+	// not measure it.
+	P99Ms float64 `json:"p99_ms,omitempty"`
 }
 
 // Key returns the instance's identity within its service: Network and Addr.

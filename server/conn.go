@@ -297,7 +297,9 @@ func (c *callCtx) Value(key any) any {
 
 func (t *task) run() {
 	c, m, f := t.c, t.m, &t.f
+	start := c.s.lat.start()
 	defer func() {
+		c.s.lat.done(start)
 		c.active.Add(-1)
 		c.s.inflight.Add(-1)
 		c.release(t.cost)

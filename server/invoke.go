@@ -73,6 +73,8 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 		return nil, nil, err
 	}
 	s.calls.Add(1)
+	start := s.lat.start()
+	defer func() { s.lat.done(start) }()
 
 	cctx := &callCtx{Context: ctx, m: m}
 	cctx.info = fleet.CallInfo{

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/client"
+	"github.com/fleetrpc/fleet/codec"
 	"github.com/fleetrpc/fleet/internal/testutil"
 	"github.com/fleetrpc/fleet/registry"
 	"github.com/fleetrpc/fleet/registry/static"
@@ -97,7 +98,7 @@ func TestPublishReportsLoad(t *testing.T) {
 	}
 	defer c.Close()
 	disc := tab.Discovery()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		for i := 0; i < 50; i++ {
 			c.Call(context.Background(), "Svc", "Echo", &Msg{}, &Msg{})
@@ -106,7 +107,8 @@ func TestPublishReportsLoad(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(list) == 1 && list[0].Load.CallsPerSecond > 0 {
+		// The p99 of the interval's calls comes with them.
+		if len(list) == 1 && list[0].Load.CallsPerSecond > 0 && list[0].Load.P99Ms > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -121,5 +123,40 @@ func TestPublishReportsLoad(t *testing.T) {
 	}
 	if list, _ := disc.Instances(context.Background(), "Svc"); len(list) != 0 {
 		t.Fatalf("still registered after Shutdown: %+v", list)
+	}
+}
+
+// TestPublishReportsP99OfInvoke: calls that come through Invoke (the
+// gateway's path) are measured too: the published p99 becomes positive.
+func TestPublishReportsP99OfInvoke(t *testing.T) {
+	tab, err := static.NewTable(static.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _, addr := newServer(t)
+	in := registry.Instance{Service: "Svc", Addr: addr}
+	if err := srv.Publish(context.Background(), tab.Registrar(), in, server.PublishConfig{LoadInterval: 20 * time.Millisecond, DrainDelay: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	js := codec.JSONCodec{}
+	disc := tab.Discovery()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		for range 50 {
+			if _, _, err := srv.Invoke(context.Background(), &server.Call{Service: "Svc", Method: "Echo", Codec: js, Payload: []byte(`{"S":"x"}`)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		list, err := disc.Instances(context.Background(), "Svc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) == 1 && list[0].Load.P99Ms > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no p99 published: %+v", list)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -44,6 +44,7 @@ type Server struct {
 	stopping bool         // Shutdown or Close began; guarded by mu
 	inflight atomic.Int64 // handlers running, all connections
 	calls    atomic.Uint64
+	lat      latencyHist // handling time of calls, for Publish
 	tasks    chan task
 	idle     chan task    // handler goroutines waiting for work take from it
 	idleN    atomic.Int64 // handler goroutines waiting on idle

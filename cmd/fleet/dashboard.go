@@ -19,6 +19,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,12 +47,15 @@ func init() {
 func newDashboardCmd() *cobra.Command {
 	var f dashboardFlags
 	cmd := &cobra.Command{
-		Use:   "dashboard --registry URL [--service NAME]...",
+		Use:   "dashboard [--registry URL] [--service NAME]...",
 		Short: "A web page showing a registry's services and instances, with a call form",
 		Long: `dashboard serves a web page (assets embedded, nothing from a CDN) that shows
-every instance of the --service services in the --registry registry: address,
+every instance of the --service services in the --registry registry (by
+default etcd://127.0.0.1:2379, where fleet demo --serve listens its embedded
+etcd): address,
 weight, group, version, tags, state and the load each last reported (calls/s,
-in flight), with a chart of calls/s per instance updated every second; and a
+in flight, p99 handling time), with charts of calls/s and p99 per instance
+updated every second; and a
 form that calls any method of those services with a JSON argument, as
 fleet call does (reflection, protojson for protobuf methods).
 
@@ -91,11 +95,15 @@ http.CrossOriginProtection, Sec-Fetch-Site / Origin) and JSON.`,
 	cmd.SetFlagErrorFunc(flagError)
 	fl := cmd.Flags()
 	f.register(fl)
-	fl.StringVar(&f.registry, "registry", "", "registry URL: etcd://, zookeeper://, redis://, nats://host:port, or static://host:port,host:port")
+	fl.StringVar(&f.registry, "registry", defaultDashboardRegistry, "registry URL (default: the embedded etcd of fleet demo --serve): etcd://, zookeeper://, redis://, nats://host:port, or static://host:port,host:port")
 	fl.StringArrayVar(&f.services, "service", []string{"Arith", "Hello"}, "a service to show (repeatable)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8090", "address to serve the page on; not loopback only with --token")
 	return cmd
 }
+
+// defaultDashboardRegistry is --registry's default: the embedded etcd of
+// fleet demo --serve.
+const defaultDashboardRegistry = "etcd://" + defaultRegistryAddr
 
 // dashboard serves the page and its JSON API for one registry.
 type dashboard struct {
@@ -225,6 +233,7 @@ type apiInstance struct {
 	State          string   `json:"state"`
 	InFlight       int64    `json:"inflight"`
 	CallsPerSecond float64  `json:"calls_per_second"`
+	P99Ms          float64  `json:"p99_ms"` // registry.Load.P99Ms: 0 without calls in the last interval
 }
 
 type apiService struct {
@@ -250,11 +259,23 @@ func (d *dashboard) apiServices(w http.ResponseWriter, r *http.Request) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
+	// The services are asked at once, so that a registry that is down
+	// costs one timeout, not one per service.
+	lists := make([][]registry.Instance, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Go(func() { lists[i], errs[i] = d.targets[n].disc.Instances(ctx, n) })
+	}
+	wg.Wait()
+	for k, n := range names {
 		s := apiService{Name: n, Instances: []apiInstance{}}
-		list, err := d.targets[n].disc.Instances(ctx, n)
+		list, err := lists[k], errs[k]
 		if err != nil {
 			s.Error = "registry: " + err.Error()
+			if d.f.registry == defaultDashboardRegistry {
+				s.Error += " (the default registry is fleet demo --serve's: is it running? Otherwise give --registry URL)"
+			}
 		}
 		for _, in := range list {
 			st := string(in.State)
@@ -264,7 +285,7 @@ func (d *dashboard) apiServices(w http.ResponseWriter, r *http.Request) {
 			s.Instances = append(s.Instances, apiInstance{
 				Addr: in.Key(), Weight: in.EffectiveWeight(), Group: in.Group, Version: in.Version,
 				Tags: append([]string{}, in.Tags...), State: st,
-				InFlight: in.Load.InFlight, CallsPerSecond: in.Load.CallsPerSecond,
+				InFlight: in.Load.InFlight, CallsPerSecond: in.Load.CallsPerSecond, P99Ms: in.Load.P99Ms,
 			})
 		}
 		out.Services = append(out.Services, s)

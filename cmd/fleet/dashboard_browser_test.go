@@ -28,18 +28,26 @@ func chromiumPath(t *testing.T) string {
 }
 
 // TestDashboardBrowser drives the dashboard in headless Chromium against
-// three servers in a real (in-process) etcd under light load: the page
-// lists the instances with their weights, the call form returns
-// Arith.Add's sum, malformed JSON gets a clear error in the page, a
+// fleet demo --serve --load 200 (in process: three servers of Arith and
+// Hello with weights 1, 2 and 3 in an embedded etcd): the page
+// lists the instances with their weights and each one's p99 (a number,
+// positive under load, with its chart), the call form returns Arith.Add's
+// sum, malformed JSON gets a clear error in the page, a
 // weight changes, and disabling an instance moves the traffic off it
 // (in the page and in the server's own count) until it is enabled. It
-// saves a screenshot: into $FLEET_ARTIFACTS when set (CI keeps it), and
-// into docs/img/dashboard.png when FLEET_UPDATE_SCREENSHOT=1.
+// saves a screenshot: into t.ArtifactDir() (kept with go test -artifacts),
+// into $FLEET_ARTIFACTS when set (CI keeps it), and into
+// docs/img/dashboard.png when FLEET_UPDATE_SCREENSHOT=1.
 func TestDashboardBrowser(t *testing.T) {
 	exe := chromiumPath(t)
-	f := startDemoFleet(t)
-	f.load(t)
-	d := newTestDashboard(t, &dashboardFlags{registry: f.registryURL})
+	// fleet demo --serve --load 200, in process, on random ports.
+	pg, err := startPlayground(context.Background(), demoFlags{selector: "weighted", failMode: "failover",
+		srv: serveFlags{serve: true, addr: "127.0.0.1:0", adminAddr: "127.0.0.1:0", load: 200}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.stop()
+	d := newTestDashboard(t, &dashboardFlags{registry: pg.b.url})
 	hs := httptest.NewServer(d.handler())
 	defer hs.Close()
 
@@ -90,11 +98,17 @@ func TestDashboardBrowser(t *testing.T) {
 		eval(svc+" weights", fmt.Sprintf(`Array.from(document.querySelectorAll('[data-service=%q] tr.instance td.weight')).map(e => e.textContent).sort().join(",")`, svc), equals("1,2,3"))
 	}
 	addrs := eval("addresses", `Array.from(document.querySelectorAll('[data-service="Arith"] tr.instance td.addr')).map(e => e.textContent).sort().join(",")`, func(s string) bool { return s != "" })
-	for _, a := range f.addrs {
+	for _, a := range pg.addrs {
 		if !strings.Contains(addrs, a) {
 			t.Fatalf("page lists %s, not %s", addrs, a)
 		}
 	}
+
+	// p99 per instance: every row shows a number, and under load some
+	// Arith instance reports a positive one, with its chart.
+	eval("p99 cells", `Array.from(document.querySelectorAll('tr.instance td.p99')).every(e => /^[0-9]+(\.[0-9]+)?$/.test(e.textContent)) ? "numbers" : "not numbers"`, equals("numbers"))
+	eval("p99 under load", `Array.from(document.querySelectorAll('[data-service="Arith"] tr.instance td.p99')).some(e => parseFloat(e.textContent) > 0) ? "some" : "none"`, equals("some"))
+	eval("p99 charts", `String(document.querySelectorAll('[data-service="Arith"] tr.instance canvas.p99-chart').length)`, equals("3"))
 
 	// The call form: Arith.Add's sum.
 	eval("methods", `Array.from(document.querySelectorAll('#call-method option')).map(o => o.value).join(",")`, equals("Add,Div,Mul"))
@@ -125,8 +139,8 @@ func TestDashboardBrowser(t *testing.T) {
 	row := func(addr string) string {
 		return fmt.Sprintf(`document.querySelector('[data-service="Arith"] tr[data-addr=%q]')`, addr)
 	}
-	victim := f.addrs[0] // weight 1
-	srv := f.servers[0]
+	victim := pg.addrs[0] // weight 1
+	srv := pg.servers[0]
 	click := func(what, button string) {
 		t.Helper()
 		eval(what, row(victim)+`.querySelector('button.`+button+`').click() || "clicked"`, equals("clicked"))
@@ -177,6 +191,10 @@ func TestDashboardBrowser(t *testing.T) {
 	}
 	if len(png) < 8 || string(png[1:4]) != "PNG" {
 		t.Fatalf("screenshot is not a PNG (%d bytes)", len(png))
+	}
+	// go test -artifacts keeps it under the output directory.
+	if err := os.WriteFile(filepath.Join(t.ArtifactDir(), "dashboard.png"), png, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if dir := os.Getenv("FLEET_ARTIFACTS"); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -67,6 +67,7 @@ each server served. The exit status is 1 if any call failed.`,
 	fl.BoolVar(&f.srv.serve, "serve", false, "keep the registry and the three servers running until SIGINT or SIGTERM, with an admin endpoint (/metrics, /healthz, /readyz, /debug/pprof/)")
 	fl.StringVar(&f.srv.addr, "addr", "127.0.0.1:8972", "with --serve: the first server's address; the others listen on the next two ports (port 0: three random ports)")
 	fl.StringVar(&f.srv.adminAddr, "admin-addr", "127.0.0.1:9464", "with --serve: the admin endpoint's address (loopback only)")
+	fl.StringVar(&f.srv.registryAddr, "registry-addr", defaultRegistryAddr, "with --serve and no --registry: the embedded etcd's client address, where fleet dashboard looks by default (port 0: a random port)")
 	fl.IntVar(&f.srv.load, "load", 0, "with --serve: calls/s of Arith.Add from an XClient (0: none)")
 	rootCmd.AddCommand(cmd)
 }
@@ -131,7 +132,7 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	b, err := openRegistry(f.registry)
+	b, err := openRegistry(f.registry, "")
 	if err != nil {
 		return err
 	}

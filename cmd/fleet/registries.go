@@ -16,17 +16,22 @@ import (
 // registryBackend makes registrars (one per server, as separate server
 // processes would have) and one discovery for the client.
 type registryBackend struct {
-	name         string
+	name         string // for people: the URL, or "embedded etcd at host:port"
+	url          string // the registry URL clients use: etcd://host:port for the embedded one
 	newRegistrar func() (registry.Registrar, error)
 	discovery    registry.Discovery
 	close        func()
 }
 
 // openRegistry connects to the registry at rawURL, or starts an
-// in-process etcd when rawURL is empty.
-func openRegistry(rawURL string) (*registryBackend, error) {
+// in-process etcd when rawURL is empty, listening on embedAddr (a free
+// loopback port when embedAddr is "" or its port 0).
+func openRegistry(rawURL, embedAddr string) (*registryBackend, error) {
 	if rawURL == "" {
-		srv, err := embedded.New("")
+		srv, err := embedded.NewAt("", embedAddr)
+		if err != nil && embedAddr != "" {
+			return nil, fmt.Errorf("embedded etcd on --registry-addr %s (give another address, or --registry URL for an external registry): %w", embedAddr, err)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -35,6 +40,7 @@ func openRegistry(rawURL string) (*registryBackend, error) {
 			srv.Close()
 			return nil, err
 		}
+		b.url = "etcd://" + srv.Addr()
 		inner := b.close
 		b.close = func() { inner(); srv.Close() }
 		return b, nil
@@ -44,7 +50,11 @@ func openRegistry(rawURL string) (*registryBackend, error) {
 		return nil, fmt.Errorf("--registry %q: want scheme://host:port", rawURL)
 	}
 	if open, ok := registrySchemes[u.Scheme]; ok {
-		return open(rawURL, u.Host)
+		b, err := open(rawURL, u.Host)
+		if err == nil {
+			b.url = rawURL
+		}
+		return b, err
 	}
 	return nil, fmt.Errorf("--registry %q: unknown scheme %q", rawURL, u.Scheme)
 }

@@ -28,8 +28,16 @@ type serveFlags struct {
 	serve     bool
 	addr      string // first server's address; the others take the next ports
 	adminAddr string
-	load      int // calls per second from an XClient; 0: none
+	// registryAddr is the embedded etcd's client address (without
+	// --registry); defaultRegistryAddr by default.
+	registryAddr string
+	load         int // calls per second from an XClient; 0: none
 }
+
+// defaultRegistryAddr is where `demo --serve` listens its embedded etcd
+// by default (etcd's usual client port), and so where `fleet dashboard`
+// looks without --registry.
+const defaultRegistryAddr = "127.0.0.1:2379"
 
 // playground is the running `demo --serve`: a registry, three servers
 // publishing Arith and Hello, an admin endpoint, and optional load.
@@ -74,12 +82,15 @@ func startPlayground(ctx context.Context, f demoFlags) (pg *playground, err erro
 		return nil, err
 	}
 	pg = &playground{}
+	// The error returns set pg to nil: undo what was started through a
+	// copy of the pointer.
+	started := pg
 	defer func() {
 		if err != nil {
-			pg.stop()
+			started.stop()
 		}
 	}()
-	if pg.b, err = openRegistry(f.registry); err != nil {
+	if pg.b, err = openRegistry(f.registry, f.srv.registryAddr); err != nil {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
@@ -96,7 +107,7 @@ func startPlayground(ctx context.Context, f demoFlags) (pg *playground, err erro
 			lis.Close()
 			return nil, err
 		}
-		srv := server.New(server.WithLogger(quietLogger()), sm.Option())
+		srv := server.New(server.WithLogger(quietLogger()), sm.Option(), server.WithAdmin())
 		if err := srv.Register(demo.Arith{}); err != nil {
 			lis.Close()
 			return nil, err
@@ -236,8 +247,8 @@ func runServe(ctx context.Context, f demoFlags, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "registry: %s\nservers (Arith, Hello; native, gRPC, HTTP/JSON, JSON-RPC 2.0): %v\nadmin: http://%s/metrics /healthz /readyz /debug/pprof/\nload: %d calls/s of Arith.Add\nCtrl-C stops.\n",
-		pg.b.name, pg.addrs, pg.admin.Addr(), f.srv.load)
+	fmt.Fprintf(stdout, "registry: %s (%s)\nservers (Arith, Hello; native, gRPC, HTTP/JSON, JSON-RPC 2.0): %v\nadmin: http://%s/metrics /healthz /readyz /debug/pprof/\nload: %d calls/s of Arith.Add\nCtrl-C stops.\n",
+		pg.b.url, pg.b.name, pg.addrs, pg.admin.Addr(), f.srv.load)
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "shutting down")
 	pg.stop()

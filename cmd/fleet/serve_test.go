@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -94,5 +95,30 @@ func TestDemoServeGateway(t *testing.T) {
 	}
 	if got := post("/", `{"jsonrpc":"2.0","method":"Arith.Add","params":{"A":1,"B":2},"id":7}`); got != `{"jsonrpc":"2.0","result":3,"id":7}` {
 		t.Fatalf("JSON-RPC Arith.Add: %s", got)
+	}
+}
+
+// TestDemoServeAddressInUse: an address in use (the registry's, a
+// server's) fails startPlayground with an error naming it, and whatever
+// had started is stopped.
+func TestDemoServeAddressInUse(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	busy := lis.Addr().String()
+	for _, f := range []demoFlags{
+		{selector: "weighted", failMode: "failover", srv: serveFlags{serve: true, addr: "127.0.0.1:0", adminAddr: "127.0.0.1:0", registryAddr: busy}},
+		{selector: "weighted", failMode: "failover", srv: serveFlags{serve: true, addr: busy, adminAddr: "127.0.0.1:0"}},
+	} {
+		pg, err := startPlayground(context.Background(), f)
+		if err == nil {
+			pg.stop()
+			t.Fatalf("%+v: started on an address in use", f.srv)
+		}
+		if !strings.Contains(err.Error(), busy) {
+			t.Fatalf("%+v: error %q does not name %s", f.srv, err, busy)
+		}
 	}
 }

@@ -4,6 +4,7 @@
 "use strict";
 
 const history = new Map(); // "service|addr" -> calls/s samples, newest last
+const p99s = new Map(); // "service|addr" -> p99 samples (ms), newest last
 const HISTORY = 60;
 
 function el(tag, attrs, ...children) {
@@ -15,7 +16,7 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
-function spark(canvas, samples) {
+function spark(canvas, samples, color) {
   const w = canvas.width = 160, h = canvas.height = 28;
   const ctx = canvas.getContext("2d");
   ctx.clearRect(0, 0, w, h);
@@ -23,12 +24,17 @@ function spark(canvas, samples) {
   ctx.fillRect(0, 0, w, h);
   const max = Math.max(1, ...samples);
   const bw = w / HISTORY;
-  ctx.fillStyle = "#2f6fdf";
+  ctx.fillStyle = color || "#2f6fdf";
   samples.forEach((v, i) => {
     const bh = Math.max(v > 0 ? 1 : 0, (v / max) * (h - 2));
     const x = w - (samples.length - i) * bw;
     ctx.fillRect(x, h - bh, Math.max(1, bw - 0.5), bh);
   });
+}
+
+// fmtMs shows milliseconds with three significant digits.
+function fmtMs(ms) {
+  return ms >= 100 ? ms.toFixed(0) : ms.toPrecision(3);
 }
 
 function renderServices(data) {
@@ -41,7 +47,7 @@ function renderServices(data) {
       el("h2", {}, s.name, " ", el("span", { class: "muted count" }, s.instances.length + " instance(s)")));
     if (s.error) box.append(el("div", { class: "error" }, s.error));
     const table = el("table", {},
-      el("thead", {}, el("tr", {}, ...["address", "weight", "group", "version", "tags", "state", "in flight", "calls/s", "last 60 s", "steer"].map(h => el("th", {}, h)))));
+      el("thead", {}, el("tr", {}, ...["address", "weight", "group", "version", "tags", "state", "in flight", "calls/s", "last 60 s", "p99 ms", "p99, last 60 s", "steer"].map(h => el("th", {}, h)))));
     const body = el("tbody");
     for (const i of s.instances) {
       const key = s.name + "|" + i.addr;
@@ -49,8 +55,14 @@ function renderServices(data) {
       h.push(i.calls_per_second);
       while (h.length > HISTORY) h.shift();
       history.set(key, h);
-      const canvas = el("canvas", { class: "spark" });
+      const canvas = el("canvas", { class: "spark cps-chart" });
       spark(canvas, h);
+      const p = p99s.get(key) || [];
+      p.push(i.p99_ms || 0);
+      while (p.length > HISTORY) p.shift();
+      p99s.set(key, p);
+      const pcanvas = el("canvas", { class: "spark p99-chart" });
+      spark(pcanvas, p, "#d9822b");
       body.append(el("tr", { class: "instance " + i.state, "data-addr": i.addr },
         el("td", { class: "addr" }, i.addr),
         el("td", { class: "num weight" }, i.weight),
@@ -61,6 +73,8 @@ function renderServices(data) {
         el("td", { class: "num inflight" }, i.inflight),
         el("td", { class: "num cps" }, i.calls_per_second.toFixed(1)),
         el("td", {}, canvas),
+        el("td", { class: "num p99", title: "99th percentile of the time the server took to handle the calls of its last load report" }, fmtMs(i.p99_ms || 0)),
+        el("td", {}, pcanvas),
         el("td", { class: "steer" },
           el("button", { class: "weight-down", title: "weight - 1", "data-weight": Math.max(1, i.weight - 1) }, "\u2212"),
           el("button", { class: "weight-up", title: "weight + 1", "data-weight": i.weight + 1 }, "+"),
@@ -106,7 +120,10 @@ document.getElementById("services").addEventListener("click", ev => {
   else steer(service, addr, { weight: parseInt(b.getAttribute("data-weight"), 10) });
 });
 
+let polling = false; // a slow registry must not pile up requests
 async function poll() {
+  if (polling) return;
+  polling = true;
   try {
     const r = await fetch("api/services", { cache: "no-store" });
     if (!r.ok) throw new Error(r.status + " " + (await r.text()));
@@ -115,6 +132,8 @@ async function poll() {
     fillServices(data.services.map(s => s.name));
   } catch (e) {
     document.getElementById("updated").textContent = "update failed: " + e.message;
+  } finally {
+    polling = false;
   }
 }
 

@@ -20,8 +20,9 @@ type Server struct {
 	e         *embed.Etcd
 }
 
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// freePort returns host:port with a port free a moment ago.
+func freePort(host string) (string, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return "", err
 	}
@@ -32,6 +33,22 @@ func freePort() (string, error) {
 // New starts an etcd with its data in dir (a new temporary directory,
 // removed by Close, when dir is ""). It returns once etcd serves.
 func New(dir string) (*Server, error) {
+	return NewAt(dir, "")
+}
+
+// NewAt is New with the client address clientAddr ("127.0.0.1:2379"); an
+// empty clientAddr or port 0 picks a free loopback port, as New does. The
+// peer port is always picked free. It fails when clientAddr is in use
+// (after retrying for about 2 s).
+func NewAt(dir, clientAddr string) (*Server, error) {
+	cp, err := clientPort(clientAddr)
+	if err != nil {
+		return nil, err
+	}
+	pp, err := freePort("127.0.0.1")
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{dir: dir}
 	if dir == "" {
 		d, err := os.MkdirTemp("", "fleet-etcd-")
@@ -40,14 +57,6 @@ func New(dir string) (*Server, error) {
 		}
 		s.dir, s.ownDir = d, true
 	}
-	cp, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	pp, err := freePort()
-	if err != nil {
-		return nil, err
-	}
 	s.clientURL = url.URL{Scheme: "http", Host: cp}
 	s.peerURL = url.URL{Scheme: "http", Host: pp}
 	if err := s.Start(); err != nil {
@@ -55,6 +64,22 @@ func New(dir string) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// clientPort resolves NewAt's clientAddr: "" is a free loopback port,
+// host:0 a free port on host, anything else itself.
+func clientPort(clientAddr string) (string, error) {
+	if clientAddr == "" {
+		return freePort("127.0.0.1")
+	}
+	host, port, err := net.SplitHostPort(clientAddr)
+	if err != nil {
+		return "", fmt.Errorf("etcdserver: client address %q: %w", clientAddr, err)
+	}
+	if port == "0" {
+		return freePort(host)
+	}
+	return clientAddr, nil
 }
 
 // Endpoint is the client URL, such as "http://127.0.0.1:40123".
