@@ -266,6 +266,9 @@ type callCtx struct {
 	info   fleet.CallInfo
 	m      *methodType        // the method the call runs, for the interceptor chain's end
 	cancel context.CancelFunc // of the deadline; nil without one
+	// lazy is the cancel-frame context of a tracked call (see track),
+	// kept here so that the call's contexts take one allocation.
+	lazy lazyCancelCtx
 }
 
 // methodKey is the context key under which a callCtx answers its method.
@@ -313,7 +316,8 @@ func (t *task) run() {
 		defer cctx.cancel()
 	}
 	if !oneway && c.cancellable() {
-		lc := c.track(cctx.Context, f.Seq)
+		lc := &cctx.lazy
+		c.track(lc, cctx.Context, f.Seq)
 		cctx.Context = lc
 		defer c.untrack(f.Seq, lc)
 	}
