@@ -269,6 +269,18 @@ type callCtx struct {
 	// lazy is the cancel-frame context of a tracked call (see track),
 	// kept here so that the call's contexts take one allocation.
 	lazy lazyCancelCtx
+	// slot holds the context while reflectMethod.invoke hands it to
+	// reflect.Value.Call (a Value needs an addressable variable, which
+	// would otherwise be allocated per call); slotBusy guards it against
+	// an interceptor running the handler twice at once.
+	slot     context.Context
+	slotBusy atomic.Bool
+}
+
+// freeSlot ends reflectMethod.invoke's use of slot.
+func (c *callCtx) freeSlot() {
+	c.slot = nil
+	c.slotBusy.Store(false)
 }
 
 // methodKey is the context key under which a callCtx answers its method.
@@ -328,7 +340,7 @@ func (t *task) run() {
 		compID = compress.ID(f.Compression)
 	}
 
-	args, reply := m.newArgs(), m.newReply()
+	args, reply := m.newCall()
 	err := c.decode(f, args, t.room)
 	bufpool.Put(t.buf)
 	t.buf = nil

@@ -30,6 +30,20 @@ type methodType struct {
 	// invoke runs the method on pointers from newArgs and newReply (or
 	// pointers of the same types, after an interceptor).
 	invoke func(ctx context.Context, args, reply any) error
+	// newPair, when set, returns what newArgs and newReply would, from
+	// one allocation (a struct holding both); see newCall.
+	newPair func() (args, reply any)
+}
+
+// newCall returns fresh args and reply pointers for one call: from a
+// single allocation when the method has newPair. Sharing an allocation
+// means a handler that keeps one of them also keeps the other alive,
+// which costs memory but never correctness.
+func (m *methodType) newCall() (args, reply any) {
+	if m.newPair != nil {
+		return m.newPair()
+	}
+	return m.newArgs(), m.newReply()
 }
 
 type service struct {
@@ -52,6 +66,7 @@ type reflectMethod struct {
 	argPtr     reflect.Type // *A: what newArgs returns and decoding fills
 	argIsValue bool         // the method takes A, not *A
 	replyPtr   reflect.Type // *R, as the method takes it
+	pair       reflect.Type // struct{ A; R }, for newPair; nil if reflect could not make it
 }
 
 func (r *reflectMethod) newArgs() any { return reflect.New(r.argPtr.Elem()).Interface() }
@@ -59,13 +74,42 @@ func (r *reflectMethod) newArgs() any { return reflect.New(r.argPtr.Elem()).Inte
 func (r *reflectMethod) newReply() any {
 	t := r.replyPtr.Elem()
 	v := reflect.New(t)
-	switch t.Kind() {
+	prepareReply(v)
+	return v.Interface()
+}
+
+// prepareReply makes a map or slice reply (v points to it), as net/rpc
+// does, so the handler can fill it without checking for nil.
+func prepareReply(v reflect.Value) {
+	switch t := v.Type().Elem(); t.Kind() {
 	case reflect.Map:
 		v.Elem().Set(reflect.MakeMap(t))
 	case reflect.Slice:
 		v.Elem().Set(reflect.MakeSlice(t, 0, 0))
 	}
-	return v.Interface()
+}
+
+// newPair allocates a struct of the argument and reply types (pair, made
+// by pairOf) and returns pointers to its two fields.
+func (r *reflectMethod) newPair() (args, reply any) {
+	p := reflect.New(r.pair).Elem()
+	rp := p.Field(1).Addr()
+	prepareReply(rp)
+	return p.Field(0).Addr().Interface(), rp.Interface()
+}
+
+// pairOf returns struct{ A a; R r } for the element types of argPtr and
+// replyPtr, or nil when package reflect cannot build it.
+func pairOf(argPtr, replyPtr reflect.Type) (t reflect.Type) {
+	defer func() {
+		if recover() != nil {
+			t = nil
+		}
+	}()
+	return reflect.StructOf([]reflect.StructField{
+		{Name: "A", Type: argPtr.Elem()},
+		{Name: "R", Type: replyPtr.Elem()},
+	})
 }
 
 func (r *reflectMethod) invoke(ctx context.Context, args, reply any) error {
@@ -85,7 +129,17 @@ func (r *reflectMethod) invoke(ctx context.Context, args, reply any) error {
 		// A Value of the parameter's own type, context.Context: Call then
 		// checks assignability by identity, not by walking the method set
 		// of the concrete context type (a tenth of a whole call's CPU).
-		in = append(in, reflect.ValueOf(&ctx).Elem())
+		// The call's own context lends its slot for that (the usual
+		// case, no allocation); a context made by an interceptor, or a
+		// second concurrent use of the slot, takes a variable of its own.
+		if cc, ok := ctx.(*callCtx); ok && cc.slotBusy.CompareAndSwap(false, true) {
+			cc.slot = ctx
+			defer cc.freeSlot()
+			in = append(in, reflect.ValueOf(&cc.slot).Elem())
+		} else {
+			own := ctx
+			in = append(in, reflect.ValueOf(&own).Elem())
+		}
 	}
 	in = append(in, a, rp)
 	out := r.fn.Call(in)
@@ -96,7 +150,11 @@ func (r *reflectMethod) invoke(ctx context.Context, args, reply any) error {
 }
 
 func (r *reflectMethod) methodType(svc, name string) *methodType {
-	return &methodType{service: svc, name: name, newArgs: r.newArgs, newReply: r.newReply, invoke: r.invoke}
+	m := &methodType{service: svc, name: name, newArgs: r.newArgs, newReply: r.newReply, invoke: r.invoke}
+	if r.pair = pairOf(r.argPtr, r.replyPtr); r.pair != nil {
+		m.newPair = r.newPair
+	}
+	return m
 }
 
 // checkSignature applies net/rpc's rules to the parameters of ft after the
