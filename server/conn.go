@@ -289,7 +289,14 @@ type methodKey struct{}
 // newCallCtx builds a call's context from its frame: the connection's
 // context, with the frame's deadline when it has one.
 func (c *conn) newCallCtx(f *protocol.Frame, service, method string) *callCtx {
-	cctx := &callCtx{Context: c.ctx}
+	cctx := new(callCtx)
+	c.initCallCtx(cctx, f, service, method)
+	return cctx
+}
+
+// initCallCtx makes the zero cctx a call's context, as newCallCtx does.
+func (c *conn) initCallCtx(cctx *callCtx, f *protocol.Frame, service, method string) {
+	cctx.Context = c.ctx
 	cctx.info = fleet.CallInfo{
 		Service: service, Method: method, Metadata: f.Metadata(),
 		RemoteAddr: c.remote, LocalAddr: c.local, Oneway: f.Flags&protocol.FlagOneway != 0,
@@ -297,7 +304,6 @@ func (c *conn) newCallCtx(f *protocol.Frame, service, method string) *callCtx {
 	if f.Timeout > 0 {
 		cctx.Context, cctx.cancel = context.WithTimeout(c.ctx, time.Duration(f.Timeout)*time.Millisecond)
 	}
-	return cctx
 }
 
 func (c *callCtx) Value(key any) any {
@@ -319,9 +325,15 @@ func (t *task) run() {
 	}()
 	s := c.s
 	oneway := f.Flags&protocol.FlagOneway != 0
+	// The call's context, args and reply: one allocation, unless the auth
+	// check made the context already.
 	cctx := t.cctx
+	var args, reply any
 	if cctx == nil {
-		cctx = c.newCallCtx(f, m.service, m.name)
+		cctx, args, reply = m.newCallWithCtx()
+		c.initCallCtx(cctx, f, m.service, m.name)
+	} else {
+		args, reply = m.newCall()
 	}
 	cctx.m = m
 	if cctx.cancel != nil {
@@ -340,7 +352,6 @@ func (t *task) run() {
 		compID = compress.ID(f.Compression)
 	}
 
-	args, reply := m.newCall()
 	err := c.decode(f, args, t.room)
 	bufpool.Put(t.buf)
 	t.buf = nil

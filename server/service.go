@@ -33,6 +33,20 @@ type methodType struct {
 	// newPair, when set, returns what newArgs and newReply would, from
 	// one allocation (a struct holding both); see newCall.
 	newPair func() (args, reply any)
+	// newWithCtx, when set, returns a zero callCtx with what newPair
+	// would, all from one allocation; see newCallWithCtx.
+	newWithCtx func() (cctx *callCtx, args, reply any)
+}
+
+// newCallWithCtx returns a zero callCtx and fresh args and reply for one
+// call, from a single allocation when the method has newWithCtx (as for
+// newCall, a handler that keeps one of them keeps all three alive).
+func (m *methodType) newCallWithCtx() (cctx *callCtx, args, reply any) {
+	if m.newWithCtx != nil {
+		return m.newWithCtx()
+	}
+	args, reply = m.newCall()
+	return new(callCtx), args, reply
 }
 
 // newCall returns fresh args and reply pointers for one call: from a
@@ -67,6 +81,7 @@ type reflectMethod struct {
 	argIsValue bool         // the method takes A, not *A
 	replyPtr   reflect.Type // *R, as the method takes it
 	pair       reflect.Type // struct{ A; R }, for newPair; nil if reflect could not make it
+	withCtx    reflect.Type // struct{ callCtx; A; R }, for newWithCtx; nil likewise
 }
 
 func (r *reflectMethod) newArgs() any { return reflect.New(r.argPtr.Elem()).Interface() }
@@ -90,7 +105,7 @@ func prepareReply(v reflect.Value) {
 }
 
 // newPair allocates a struct of the argument and reply types (pair, made
-// by pairOf) and returns pointers to its two fields.
+// by structOf) and returns pointers to its two fields.
 func (r *reflectMethod) newPair() (args, reply any) {
 	p := reflect.New(r.pair).Elem()
 	rp := p.Field(1).Addr()
@@ -98,18 +113,31 @@ func (r *reflectMethod) newPair() (args, reply any) {
 	return p.Field(0).Addr().Interface(), rp.Interface()
 }
 
-// pairOf returns struct{ A a; R r } for the element types of argPtr and
-// replyPtr, or nil when package reflect cannot build it.
-func pairOf(argPtr, replyPtr reflect.Type) (t reflect.Type) {
+// newWithCtx allocates a struct of a callCtx and the argument and reply
+// types (withCtx, made by structOf) and returns pointers to its fields.
+func (r *reflectMethod) newWithCtx() (cctx *callCtx, args, reply any) {
+	p := reflect.New(r.withCtx).Elem()
+	rp := p.Field(2).Addr()
+	prepareReply(rp)
+	return p.Field(0).Addr().Interface().(*callCtx), p.Field(1).Addr().Interface(), rp.Interface()
+}
+
+// typeOfCallCtx is the type of a callCtx.
+var typeOfCallCtx = reflect.TypeFor[callCtx]()
+
+// structOf returns a struct type of the given field types (named F0,
+// F1...), or nil when package reflect cannot build it.
+func structOf(types ...reflect.Type) (t reflect.Type) {
 	defer func() {
 		if recover() != nil {
 			t = nil
 		}
 	}()
-	return reflect.StructOf([]reflect.StructField{
-		{Name: "A", Type: argPtr.Elem()},
-		{Name: "R", Type: replyPtr.Elem()},
-	})
+	fields := make([]reflect.StructField, len(types))
+	for i, ft := range types {
+		fields[i] = reflect.StructField{Name: fmt.Sprintf("F%d", i), Type: ft}
+	}
+	return reflect.StructOf(fields)
 }
 
 func (r *reflectMethod) invoke(ctx context.Context, args, reply any) error {
@@ -151,8 +179,11 @@ func (r *reflectMethod) invoke(ctx context.Context, args, reply any) error {
 
 func (r *reflectMethod) methodType(svc, name string) *methodType {
 	m := &methodType{service: svc, name: name, newArgs: r.newArgs, newReply: r.newReply, invoke: r.invoke}
-	if r.pair = pairOf(r.argPtr, r.replyPtr); r.pair != nil {
+	if r.pair = structOf(r.argPtr.Elem(), r.replyPtr.Elem()); r.pair != nil {
 		m.newPair = r.newPair
+	}
+	if r.withCtx = structOf(typeOfCallCtx, r.argPtr.Elem(), r.replyPtr.Elem()); r.withCtx != nil {
+		m.newWithCtx = r.newWithCtx
 	}
 	return m
 }
