@@ -23,7 +23,8 @@ import (
 // and of the handler, measured apart with testing.AllocsPerRun. Issue 14
 // asks for at most 2. Sub-benchmarks: Register (the method registered by
 // Register, called through package reflect) and Handle (the same method
-// registered by Handle, called directly).
+// registered by Handle, called directly) and HandleDeadline (Handle, with
+// a deadline in each request, as clients whose context has one send).
 //
 //	go test -run '^$' -bench ServerSide -benchmem ./server/
 func BenchmarkServerSide(b *testing.B) {
@@ -72,9 +73,10 @@ func BenchmarkServerSide(b *testing.B) {
 	out := make([]byte, 0, 2*len(payload)+256)
 	var seq uint64
 	service := "Hello"
+	var timeout uint32 // ms; 0: no deadline
 	call := func(b *testing.B) {
 		seq++
-		h := protocol.Header{Type: protocol.TypeRequest, Codec: byte(codec.Protobuf), Seq: seq}
+		h := protocol.Header{Type: protocol.TypeRequest, Codec: byte(codec.Protobuf), Seq: seq, Timeout: timeout}
 		out, err = protocol.AppendFrame(out[:0], &h, service, "Say", nil, payload, 0)
 		if err != nil {
 			b.Fatal(err)
@@ -108,9 +110,12 @@ func BenchmarkServerSide(b *testing.B) {
 		enc, _ = codec.MarshalAppend(cd, enc[:0], &reply)
 	})
 
-	for _, bm := range []struct{ name, service string }{{"Register", "Hello"}, {"Handle", "Typed"}} {
+	for _, bm := range []struct {
+		name, service string
+		timeout       uint32
+	}{{"Register", "Hello", 0}, {"Handle", "Typed", 0}, {"HandleDeadline", "Typed", 60_000}} {
 		b.Run(bm.name, func(b *testing.B) {
-			service = bm.service
+			service, timeout = bm.service, bm.timeout
 			for range 200 { // warm the pools and the size hints
 				call(b)
 			}
