@@ -168,8 +168,8 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 		}
 		seq, cd := f.Seq, f.Codec
 		bufpool.Put(buf)
-		if cctx != nil && cctx.cancel != nil {
-			cctx.cancel()
+		if cctx != nil {
+			cctx.end()
 		}
 		if !oneway {
 			c.respond(seq, cd, 0, nil, err, refuseMD, nil)
@@ -239,8 +239,8 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 			s.inflight.Add(-1)
 			c.release(cost)
 			bufpool.Put(buf)
-			if cctx != nil && cctx.cancel != nil {
-				cctx.cancel()
+			if cctx != nil {
+				cctx.end()
 			}
 		}
 		return
@@ -263,9 +263,12 @@ func (s *Server) worker() {
 // context plus the call's info, in one allocation.
 type callCtx struct {
 	context.Context
-	info   fleet.CallInfo
-	m      *methodType        // the method the call runs, for the interceptor chain's end
-	cancel context.CancelFunc // of the deadline; nil without one
+	info fleet.CallInfo
+	m    *methodType // the method the call runs, for the interceptor chain's end
+	// dl is the call's deadline context when the request has a deadline
+	// (hasDL); see lazyDeadlineCtx. end releases it.
+	dl    lazyDeadlineCtx
+	hasDL bool
 	// lazy is the cancel-frame context of a tracked call (see track),
 	// kept here so that the call's contexts take one allocation.
 	lazy lazyCancelCtx
@@ -302,7 +305,18 @@ func (c *conn) initCallCtx(cctx *callCtx, f *protocol.Frame, service, method str
 		RemoteAddr: c.remote, LocalAddr: c.local, Oneway: f.Flags&protocol.FlagOneway != 0,
 	}
 	if f.Timeout > 0 {
-		cctx.Context, cctx.cancel = context.WithTimeout(c.ctx, time.Duration(f.Timeout)*time.Millisecond)
+		cctx.dl.Context = c.ctx
+		cctx.dl.deadline = time.Now().Add(time.Duration(f.Timeout) * time.Millisecond)
+		cctx.Context, cctx.hasDL = &cctx.dl, true
+	}
+}
+
+// end releases what the call's context holds (the deadline's timer
+// context, if one was made). It runs once, when the call is over or
+// refused.
+func (c *callCtx) end() {
+	if c.hasDL {
+		c.dl.release()
 	}
 }
 
@@ -336,9 +350,7 @@ func (t *task) run() {
 		args, reply = m.newCall()
 	}
 	cctx.m = m
-	if cctx.cancel != nil {
-		defer cctx.cancel()
-	}
+	defer cctx.end()
 	if !oneway && c.cancellable() {
 		lc := &cctx.lazy
 		c.track(lc, cctx.Context, f.Seq)
