@@ -13,6 +13,10 @@ import (
 type Reader struct {
 	r   *bufio.Reader
 	lim Limits
+	// prefix receives each frame's length prefix. A field rather than a
+	// local: passed to io.ReadFull, a local array escapes and costs an
+	// allocation per frame.
+	prefix [PrefixSize]byte
 }
 
 // DefaultReadBufferSize is the read buffer of a Reader made with size 0.
@@ -71,14 +75,13 @@ const firstChunk = 64 << 10
 // length prefix is checked against the limits before any allocation, and a
 // frame that breaks a limit or does not parse yields a *fleet.Error.
 func (r *Reader) ReadFrame() (Frame, *[]byte, error) {
-	var prefix [PrefixSize]byte
-	if _, err := io.ReadFull(r.r, prefix[:]); err != nil {
+	if _, err := io.ReadFull(r.r, r.prefix[:]); err != nil {
 		if err == io.ErrUnexpectedEOF {
 			err = malformed("stream ended inside a length prefix")
 		}
 		return Frame{}, nil, err
 	}
-	n, err := FrameSize(prefix, &r.lim)
+	n, err := FrameSize(r.prefix, &r.lim)
 	if err != nil {
 		return Frame{}, nil, err
 	}

@@ -168,8 +168,8 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 		}
 		seq, cd := f.Seq, f.Codec
 		bufpool.Put(buf)
-		if cctx != nil && cctx.cancel != nil {
-			cctx.cancel()
+		if cctx != nil {
+			cctx.end()
 		}
 		if !oneway {
 			c.respond(seq, cd, 0, nil, err, refuseMD, nil)
@@ -239,8 +239,8 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 			s.inflight.Add(-1)
 			c.release(cost)
 			bufpool.Put(buf)
-			if cctx != nil && cctx.cancel != nil {
-				cctx.cancel()
+			if cctx != nil {
+				cctx.end()
 			}
 		}
 		return
@@ -263,9 +263,27 @@ func (s *Server) worker() {
 // context plus the call's info, in one allocation.
 type callCtx struct {
 	context.Context
-	info   fleet.CallInfo
-	m      *methodType        // the method the call runs, for the interceptor chain's end
-	cancel context.CancelFunc // of the deadline; nil without one
+	info fleet.CallInfo
+	m    *methodType // the method the call runs, for the interceptor chain's end
+	// dl is the call's deadline context when the request has a deadline
+	// (hasDL); see lazyDeadlineCtx. end releases it.
+	dl    lazyDeadlineCtx
+	hasDL bool
+	// lazy is the cancel-frame context of a tracked call (see track),
+	// kept here so that the call's contexts take one allocation.
+	lazy lazyCancelCtx
+	// slot holds the context while reflectMethod.invoke hands it to
+	// reflect.Value.Call (a Value needs an addressable variable, which
+	// would otherwise be allocated per call); slotBusy guards it against
+	// an interceptor running the handler twice at once.
+	slot     context.Context
+	slotBusy atomic.Bool
+}
+
+// freeSlot ends reflectMethod.invoke's use of slot.
+func (c *callCtx) freeSlot() {
+	c.slot = nil
+	c.slotBusy.Store(false)
 }
 
 // methodKey is the context key under which a callCtx answers its method.
@@ -274,15 +292,32 @@ type methodKey struct{}
 // newCallCtx builds a call's context from its frame: the connection's
 // context, with the frame's deadline when it has one.
 func (c *conn) newCallCtx(f *protocol.Frame, service, method string) *callCtx {
-	cctx := &callCtx{Context: c.ctx}
+	cctx := new(callCtx)
+	c.initCallCtx(cctx, f, service, method)
+	return cctx
+}
+
+// initCallCtx makes the zero cctx a call's context, as newCallCtx does.
+func (c *conn) initCallCtx(cctx *callCtx, f *protocol.Frame, service, method string) {
+	cctx.Context = c.ctx
 	cctx.info = fleet.CallInfo{
 		Service: service, Method: method, Metadata: f.Metadata(),
 		RemoteAddr: c.remote, LocalAddr: c.local, Oneway: f.Flags&protocol.FlagOneway != 0,
 	}
 	if f.Timeout > 0 {
-		cctx.Context, cctx.cancel = context.WithTimeout(c.ctx, time.Duration(f.Timeout)*time.Millisecond)
+		cctx.dl.Context = c.ctx
+		cctx.dl.deadline = time.Now().Add(time.Duration(f.Timeout) * time.Millisecond)
+		cctx.Context, cctx.hasDL = &cctx.dl, true
 	}
-	return cctx
+}
+
+// end releases what the call's context holds (the deadline's timer
+// context, if one was made). It runs once, when the call is over or
+// refused.
+func (c *callCtx) end() {
+	if c.hasDL {
+		c.dl.release()
+	}
 }
 
 func (c *callCtx) Value(key any) any {
@@ -306,16 +341,21 @@ func (t *task) run() {
 	}()
 	s := c.s
 	oneway := f.Flags&protocol.FlagOneway != 0
+	// The call's context, args and reply: one allocation, unless the auth
+	// check made the context already.
 	cctx := t.cctx
+	var args, reply any
 	if cctx == nil {
-		cctx = c.newCallCtx(f, m.service, m.name)
+		cctx, args, reply = m.newCallWithCtx()
+		c.initCallCtx(cctx, f, m.service, m.name)
+	} else {
+		args, reply = m.newCall()
 	}
 	cctx.m = m
-	if cctx.cancel != nil {
-		defer cctx.cancel()
-	}
+	defer cctx.end()
 	if !oneway && c.cancellable() {
-		lc := c.track(cctx.Context, f.Seq)
+		lc := &cctx.lazy
+		c.track(lc, cctx.Context, f.Seq)
 		cctx.Context = lc
 		defer c.untrack(f.Seq, lc)
 	}
@@ -326,7 +366,6 @@ func (t *task) run() {
 		compID = compress.ID(f.Compression)
 	}
 
-	args, reply := m.newArgs(), m.newReply()
 	err := c.decode(f, args, t.room)
 	bufpool.Put(t.buf)
 	t.buf = nil

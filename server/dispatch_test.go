@@ -43,7 +43,7 @@ func BenchmarkDispatch(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
-				args, reply := m.newArgs(), m.newReply()
+				args, reply := m.newCall()
 				*args.(*benchpb.BenchmarkMessage) = benchpb.BenchmarkMessage{Field1: src.Field1}
 				if err := m.invoke(ctx, args, reply); err != nil {
 					b.Fatal(err)

@@ -94,17 +94,17 @@ func (c *conn) noteSeq(seq uint64) {
 // nothing for it.
 func (c *conn) cancellable() bool { return c.ext.peerCaps.Load()&protocol.CapCancel != 0 }
 
-// track returns a context derived from parent that a cancel frame for seq
-// ends; the call must end with untrack(seq, ctx).
-func (c *conn) track(parent context.Context, seq uint64) *lazyCancelCtx {
-	lc := &lazyCancelCtx{Context: parent}
+// track makes lc (zero, not yet shared) a context derived from parent that
+// a cancel frame for seq ends; the call must end with untrack(seq, lc). lc
+// is a field of the call's callCtx, so tracking allocates nothing per call.
+func (c *conn) track(lc *lazyCancelCtx, parent context.Context, seq uint64) {
+	lc.Context = parent
 	c.ext.mu.Lock()
 	if c.ext.running == nil {
 		c.ext.running = make(map[uint64]*lazyCancelCtx)
 	}
 	c.ext.running[seq] = lc
 	c.ext.mu.Unlock()
-	return lc
 }
 
 // untrack ends a tracked call.
@@ -115,11 +115,12 @@ func (c *conn) untrack(seq uint64, lc *lazyCancelCtx) {
 	lc.release()
 }
 
-// lazyCancelCtx is a call's context that a cancel frame can end. It costs
-// one small allocation per call: the cancellable child of the parent (a
-// context.WithCancel, registered with the connection's context) is made
-// only when the handler first asks for Done or Value, so handlers that
-// never wait on their context pay nothing more. Safe for concurrent use.
+// lazyCancelCtx is a call's context that a cancel frame can end. It lives
+// inside the call's callCtx, so it costs no allocation of its own; the
+// cancellable child of the parent (a context.WithCancel, registered with
+// the connection's context) is made only when the handler first asks for
+// Done or Value, so handlers that never wait on their context pay nothing
+// more. Safe for concurrent use.
 type lazyCancelCtx struct {
 	context.Context // the parent: the connection's or the deadline's context
 

@@ -42,12 +42,13 @@ func Handle[A, R any](s *Server, service, method string, fn func(ctx context.Con
 		// and there is no element to write through.
 		h.empty, h.hasEmpty = reflect.MakeSlice(t, 0, 0).Interface().(R), true
 	}
-	m := &methodType{service: service, name: method, newArgs: h.newArgs, newReply: h.newReply, invoke: h.invoke}
+	m := &methodType{service: service, name: method, newArgs: h.newArgs, newReply: h.newReply, invoke: h.invoke, newPair: h.newPair, newWithCtx: h.newWithCtx}
 	return s.addMethods(service, map[string]*methodType{method: m}, true)
 }
 
-// typed is a Handle method: per call, two allocations and a type
-// assertion each for args and reply.
+// typed is a Handle method: per call, one allocation for the call's
+// context, args and reply (newWithCtx) and a type assertion each for args
+// and reply.
 type typed[A, R any] struct {
 	fn       func(ctx context.Context, args *A, reply *R) error
 	makeMap  func(*R) // set when R is a map type
@@ -65,6 +66,36 @@ func (h *typed[A, R]) newReply() any {
 		h.makeMap(r)
 	}
 	return r
+}
+
+// newPair returns args and reply from one allocation, the reply prepared
+// as newReply prepares it.
+func (h *typed[A, R]) newPair() (args, reply any) {
+	p := new(struct {
+		a A
+		r R
+	})
+	if h.hasEmpty {
+		p.r = h.empty
+	} else if h.makeMap != nil {
+		h.makeMap(&p.r)
+	}
+	return &p.a, &p.r
+}
+
+// newWithCtx returns a zero callCtx, args and reply from one allocation.
+func (h *typed[A, R]) newWithCtx() (cctx *callCtx, args, reply any) {
+	p := new(struct {
+		c callCtx
+		a A
+		r R
+	})
+	if h.hasEmpty {
+		p.r = h.empty
+	} else if h.makeMap != nil {
+		h.makeMap(&p.r)
+	}
+	return &p.c, &p.a, &p.r
 }
 
 func (h *typed[A, R]) invoke(ctx context.Context, args, reply any) error {

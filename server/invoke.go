@@ -83,7 +83,7 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 	}
 	hctx := context.Context(cctx)
 
-	args, replyV := m.newArgs(), m.newReply()
+	args, replyV := m.newCall()
 	if uerr := call.Codec.Unmarshal(call.Payload, args); uerr != nil {
 		err = fleet.Errorf(fleet.InvalidArgument, "decode arguments: %v", uerr)
 	}

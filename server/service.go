@@ -30,6 +30,34 @@ type methodType struct {
 	// invoke runs the method on pointers from newArgs and newReply (or
 	// pointers of the same types, after an interceptor).
 	invoke func(ctx context.Context, args, reply any) error
+	// newPair, when set, returns what newArgs and newReply would, from
+	// one allocation (a struct holding both); see newCall.
+	newPair func() (args, reply any)
+	// newWithCtx, when set, returns a zero callCtx with what newPair
+	// would, all from one allocation; see newCallWithCtx.
+	newWithCtx func() (cctx *callCtx, args, reply any)
+}
+
+// newCallWithCtx returns a zero callCtx and fresh args and reply for one
+// call, from a single allocation when the method has newWithCtx (as for
+// newCall, a handler that keeps one of them keeps all three alive).
+func (m *methodType) newCallWithCtx() (cctx *callCtx, args, reply any) {
+	if m.newWithCtx != nil {
+		return m.newWithCtx()
+	}
+	args, reply = m.newCall()
+	return new(callCtx), args, reply
+}
+
+// newCall returns fresh args and reply pointers for one call: from a
+// single allocation when the method has newPair. Sharing an allocation
+// means a handler that keeps one of them also keeps the other alive,
+// which costs memory but never correctness.
+func (m *methodType) newCall() (args, reply any) {
+	if m.newPair != nil {
+		return m.newPair()
+	}
+	return m.newArgs(), m.newReply()
 }
 
 type service struct {
@@ -52,6 +80,8 @@ type reflectMethod struct {
 	argPtr     reflect.Type // *A: what newArgs returns and decoding fills
 	argIsValue bool         // the method takes A, not *A
 	replyPtr   reflect.Type // *R, as the method takes it
+	pair       reflect.Type // struct{ A; R }, for newPair; nil if reflect could not make it
+	withCtx    reflect.Type // struct{ callCtx; A; R }, for newWithCtx; nil likewise
 }
 
 func (r *reflectMethod) newArgs() any { return reflect.New(r.argPtr.Elem()).Interface() }
@@ -59,13 +89,55 @@ func (r *reflectMethod) newArgs() any { return reflect.New(r.argPtr.Elem()).Inte
 func (r *reflectMethod) newReply() any {
 	t := r.replyPtr.Elem()
 	v := reflect.New(t)
-	switch t.Kind() {
+	prepareReply(v)
+	return v.Interface()
+}
+
+// prepareReply makes a map or slice reply (v points to it), as net/rpc
+// does, so the handler can fill it without checking for nil.
+func prepareReply(v reflect.Value) {
+	switch t := v.Type().Elem(); t.Kind() {
 	case reflect.Map:
 		v.Elem().Set(reflect.MakeMap(t))
 	case reflect.Slice:
 		v.Elem().Set(reflect.MakeSlice(t, 0, 0))
 	}
-	return v.Interface()
+}
+
+// newPair allocates a struct of the argument and reply types (pair, made
+// by structOf) and returns pointers to its two fields.
+func (r *reflectMethod) newPair() (args, reply any) {
+	p := reflect.New(r.pair).Elem()
+	rp := p.Field(1).Addr()
+	prepareReply(rp)
+	return p.Field(0).Addr().Interface(), rp.Interface()
+}
+
+// newWithCtx allocates a struct of a callCtx and the argument and reply
+// types (withCtx, made by structOf) and returns pointers to its fields.
+func (r *reflectMethod) newWithCtx() (cctx *callCtx, args, reply any) {
+	p := reflect.New(r.withCtx).Elem()
+	rp := p.Field(2).Addr()
+	prepareReply(rp)
+	return p.Field(0).Addr().Interface().(*callCtx), p.Field(1).Addr().Interface(), rp.Interface()
+}
+
+// typeOfCallCtx is the type of a callCtx.
+var typeOfCallCtx = reflect.TypeFor[callCtx]()
+
+// structOf returns a struct type of the given field types (named F0,
+// F1...), or nil when package reflect cannot build it.
+func structOf(types ...reflect.Type) (t reflect.Type) {
+	defer func() {
+		if recover() != nil {
+			t = nil
+		}
+	}()
+	fields := make([]reflect.StructField, len(types))
+	for i, ft := range types {
+		fields[i] = reflect.StructField{Name: fmt.Sprintf("F%d", i), Type: ft}
+	}
+	return reflect.StructOf(fields)
 }
 
 func (r *reflectMethod) invoke(ctx context.Context, args, reply any) error {
@@ -85,7 +157,17 @@ func (r *reflectMethod) invoke(ctx context.Context, args, reply any) error {
 		// A Value of the parameter's own type, context.Context: Call then
 		// checks assignability by identity, not by walking the method set
 		// of the concrete context type (a tenth of a whole call's CPU).
-		in = append(in, reflect.ValueOf(&ctx).Elem())
+		// The call's own context lends its slot for that (the usual
+		// case, no allocation); a context made by an interceptor, or a
+		// second concurrent use of the slot, takes a variable of its own.
+		if cc, ok := ctx.(*callCtx); ok && cc.slotBusy.CompareAndSwap(false, true) {
+			cc.slot = ctx
+			defer cc.freeSlot()
+			in = append(in, reflect.ValueOf(&cc.slot).Elem())
+		} else {
+			own := ctx
+			in = append(in, reflect.ValueOf(&own).Elem())
+		}
 	}
 	in = append(in, a, rp)
 	out := r.fn.Call(in)
@@ -96,7 +178,14 @@ func (r *reflectMethod) invoke(ctx context.Context, args, reply any) error {
 }
 
 func (r *reflectMethod) methodType(svc, name string) *methodType {
-	return &methodType{service: svc, name: name, newArgs: r.newArgs, newReply: r.newReply, invoke: r.invoke}
+	m := &methodType{service: svc, name: name, newArgs: r.newArgs, newReply: r.newReply, invoke: r.invoke}
+	if r.pair = structOf(r.argPtr.Elem(), r.replyPtr.Elem()); r.pair != nil {
+		m.newPair = r.newPair
+	}
+	if r.withCtx = structOf(typeOfCallCtx, r.argPtr.Elem(), r.replyPtr.Elem()); r.withCtx != nil {
+		m.newWithCtx = r.newWithCtx
+	}
+	return m
 }
 
 // checkSignature applies net/rpc's rules to the parameters of ft after the
