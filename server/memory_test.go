@@ -210,12 +210,15 @@ func TestCompressionBombsStayWithinBudget(t *testing.T) {
 			if ran.Load() != int64(n*2) {
 				t.Errorf("%d bombs ran, want %d", ran.Load(), n*2)
 			}
-			// 8 MiB budget; pooled buffers and the test's own frames add
-			// to it. Without the accounting this flood reaches hundreds of MiB.
+			// 8 MiB budget; pooled buffers (sync.Pool keeps them across a
+			// collection), read buffers and the test's own frames add to
+			// it: 10-60 MiB measured under -race on a busy machine.
+			// Without the accounting this flood reaches 350 MiB and more,
+			// so the bound leaves room for noise and still catches that.
 			grew := int64(peak.Load()) - int64(base)
 			t.Logf("%d conns: heap in use grew by %.1f MiB at most (base %.1f MiB)", conns, float64(grew)/(1<<20), float64(base)/(1<<20))
-			if grew > 64<<20 {
-				t.Fatalf("heap in use grew by %d MiB under the bomb flood, want <= 64 MiB", grew>>20)
+			if grew > 128<<20 {
+				t.Fatalf("heap in use grew by %d MiB under the bomb flood, want <= 128 MiB", grew>>20)
 			}
 		})
 	}
