@@ -224,9 +224,20 @@ func (b *goBuilder) field(dp *descriptorpb.DescriptorProto, parent protoreflect.
 		if (vt.Kind() == reflect.Slice && vt.Elem().Kind() != reflect.Uint8) || vt.Kind() == reflect.Array || vt.Kind() == reflect.Map {
 			return fmt.Errorf("map value type %s", vt)
 		}
-		if err := b.field(ep, efull, "value", "value", vt); err != nil {
+		// The value's message, if any, is nested in dp: a map entry
+		// declares nothing of its own.
+		vtyp, err := b.scalar(dp, parent, vt)
+		if err != nil {
 			return err
 		}
+		vf := &descriptorpb.FieldDescriptorProto{
+			Name: proto.String("value"), JsonName: proto.String("value"), Number: proto.Int32(2),
+			Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum(), Type: vtyp.Enum(),
+		}
+		if vtyp == descriptorpb.FieldDescriptorProto_TYPE_MESSAGE {
+			vf.TypeName = proto.String("." + string(parent) + "." + dp.NestedType[len(dp.NestedType)-1].GetName())
+		}
+		ep.Field = append(ep.Field, vf)
 		dp.NestedType = append(dp.NestedType, ep)
 		fp.Label = descriptorpb.FieldDescriptorProto_LABEL_REPEATED.Enum()
 		fp.Type = descriptorpb.FieldDescriptorProto_TYPE_MESSAGE.Enum()
