@@ -40,13 +40,15 @@ func (g *Gateway) grpcServiceName(fleetName string) string {
 }
 
 // protoFiles synthesizes one .proto file per Fleet service that has
-// methods taking and returning protobuf messages, declaring those methods
-// (other methods are not callable over gRPC and are left out); streaming
-// methods (server.Server.StreamMethods) are declared with their
-// client_streaming and server_streaming flags. The files import the
-// messages' own files from protoregistry.GlobalFiles, where generated code
-// registers them. It runs per reflection request, which
-// is rare, so services registered late are seen.
+// methods served over gRPC, declaring those methods (other methods are
+// left out): unary and streaming methods (server.Server.StreamMethods,
+// declared with their client_streaming and server_streaming flags) taking
+// and returning protobuf messages, whose files it imports from
+// protoregistry.GlobalFiles where generated code registers them, and
+// unary methods taking and returning Go types, whose synthesized files
+// (goMessageOf) it imports and adds to the returned registry. It runs per
+// reflection request, which is rare, so services registered late are
+// seen.
 func (g *Gateway) protoFiles() (*protoregistry.Files, []string) {
 	files := new(protoregistry.Files)
 	var names []string
