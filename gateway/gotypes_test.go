@@ -160,6 +160,12 @@ type Echoes struct{}
 // Rich returns its argument.
 func (Echoes) Rich(_ context.Context, in *Rich, out *Rich) error { *out = *in; return nil }
 
+// Small returns its argument's V.
+func (Echoes) Small(_ context.Context, in *SmallArgs, out *int8) error { *out = in.V; return nil }
+
+// SmallArgs has a field narrower than its protobuf type (int32).
+type SmallArgs struct{ V int8 }
+
 // Bad cannot be served over gRPC: an interface field.
 func (Echoes) Bad(_ context.Context, in *struct{ V any }, out *int) error { return nil }
 
@@ -218,6 +224,19 @@ func TestGRPCGoTypesRoundTrip(t *testing.T) {
 	}
 	if reply.Get(out.Fields().ByName("Big")).Uint() != 1<<60 || reply.Get(out.Fields().ByName("When")).String() != "2026-11-25T17:00:00.000000005Z" {
 		t.Fatalf("reply %v", reply)
+	}
+
+	// A value that overflows the Go field: InvalidArgument.
+	sin, sout := reflectedMethod(t, ctx, addr, "Echoes", "Small")
+	small := dynamicpb.NewMessage(sin)
+	small.Set(sin.Fields().ByName("V"), protoreflect.ValueOfInt32(-100))
+	sreply := dynamicpb.NewMessage(sout)
+	if err := grpcConn(t, addr).Invoke(ctx, "/Echoes/Small", small, sreply); err != nil || sreply.Get(sout.Fields().ByName("value")).Int() != -100 {
+		t.Fatalf("Small(-100): %v %v", sreply, err)
+	}
+	small.Set(sin.Fields().ByName("V"), protoreflect.ValueOfInt32(300))
+	if err := grpcConn(t, addr).Invoke(ctx, "/Echoes/Small", small, sreply); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("Small(300): %v", err)
 	}
 
 	err = grpcConn(t, addr).Invoke(ctx, "/Echoes/Bad", dynamicpb.NewMessage(in), dynamicpb.NewMessage(out))
