@@ -176,20 +176,22 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 		}
 		return status.Errorf(codes.Unimplemented, "unknown method %s of service %s", method, svc)
 	}
+	var argMsg, replyMsg *goMessage
+	if !isProto(d.ArgType) || !isProto(d.ReplyType) {
+		var err error
+		if argMsg, replyMsg, err = goMessages(d); err != nil {
+			return status.Errorf(codes.Unimplemented, "%s.%s: %v", name, method, err)
+		}
+	}
 	var in rawFrame
 	if err := ss.RecvMsg(&in); err != nil {
 		return err
 	}
 	ctx := ss.Context()
 	call := &server.Call{Service: name, Method: method, Codec: codec.ProtobufCodec{}, Payload: in, Metadata: grpcMetadata(ctx)}
-	var argMsg, replyMsg *goMessage
-	if !isProto(d.ArgType) || !isProto(d.ReplyType) {
+	if argMsg != nil {
 		// Go types: protobuf bytes of the synthesized message -> Go
 		// value -> JSON for Server.Invoke, and the reply back.
-		var err error
-		if argMsg, replyMsg, err = goMessages(d); err != nil {
-			return status.Errorf(codes.Unimplemented, "%s.%s: %v", name, method, err)
-		}
 		v, err := argMsg.decode(in)
 		if err != nil {
 			return status.Errorf(codes.InvalidArgument, "%s.%s: %v", name, method, err)
