@@ -15,6 +15,13 @@
 // server.Server.Serve; the only extra work is one wrapper call per read,
 // which returns the six sniffed bytes first.
 //
+// Over gRPC, methods taking and returning protobuf messages pass their
+// bytes through; methods taking and returning Go structs or builtins go
+// through protobuf messages synthesized from the Go types (one per type,
+// fields numbered in declaration order, named by their json tags), which
+// server reflection serves too, so grpcurl calls them without a .proto
+// file.
+//
 // Gateway.Handler is the same HTTP side as an http.Handler, for users who
 // mount it on their own mux; gRPC through it needs HTTP/2 on that server
 // (TLS with ALPN h2, or http.Protocols with UnencryptedHTTP2 for h2c).

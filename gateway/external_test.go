@@ -62,10 +62,22 @@ func TestGrpcurl(t *testing.T) {
 	if err != nil {
 		t.Fatalf("grpcurl list: %v\n%s", err, out)
 	}
-	for _, want := range []string{"fleet.demo.Hello", "fleet.demo.Probe", "grpc.health.v1.Health"} {
+	for _, want := range []string{"fleet.demo.Arith", "fleet.demo.Hello", "fleet.demo.Probe", "grpc.health.v1.Health"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("grpcurl list lacks %s:\n%s", want, out)
 		}
+	}
+	out, err = run(t, bin, "-plaintext", addr, "describe", "fleet.demo.Arith")
+	if err != nil || !strings.Contains(out, "rpc Add ( .fleet.gotypes.demo.Args ) returns ( .fleet.gotypes.Int )") {
+		t.Fatalf("grpcurl describe Arith: %v\n%s", err, out)
+	}
+	out, err = run(t, bin, "-plaintext", "-max-time", "20", "-d", `{"A":1,"B":2}`, addr, "fleet.demo.Arith/Add")
+	if err != nil || !strings.Contains(out, `"value": "3"`) {
+		t.Fatalf("grpcurl Arith/Add: %v\n%s", err, out)
+	}
+	out, err = run(t, bin, "-plaintext", "-max-time", "20", "-d", `{"A":1,"B":0}`, addr, "fleet.demo.Arith/Div")
+	if err == nil || !strings.Contains(out, "divide by zero") {
+		t.Fatalf("grpcurl Arith/Div: %v\n%s", err, out)
 	}
 	out, err = run(t, bin, "-plaintext", addr, "describe", "fleet.demo.Hello")
 	if err != nil || !strings.Contains(out, "rpc Say ( .pb.BenchmarkMessage ) returns ( .pb.BenchmarkMessage )") {

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"reflect"
 	"strings"
@@ -174,8 +176,12 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 		}
 		return status.Errorf(codes.Unimplemented, "unknown method %s of service %s", method, svc)
 	}
+	var argMsg, replyMsg *goMessage
 	if !isProto(d.ArgType) || !isProto(d.ReplyType) {
-		return status.Errorf(codes.Unimplemented, "%s.%s does not take and return protobuf messages", name, method)
+		var err error
+		if argMsg, replyMsg, err = goMessages(d); err != nil {
+			return status.Errorf(codes.Unimplemented, "%s.%s: %v", name, method, err)
+		}
 	}
 	var in rawFrame
 	if err := ss.RecvMsg(&in); err != nil {
@@ -183,6 +189,18 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 	}
 	ctx := ss.Context()
 	call := &server.Call{Service: name, Method: method, Codec: codec.ProtobufCodec{}, Payload: in, Metadata: grpcMetadata(ctx)}
+	if argMsg != nil {
+		// Go types: protobuf bytes of the synthesized message -> Go
+		// value -> JSON for Server.Invoke, and the reply back.
+		v, err := argMsg.decode(in)
+		if err != nil {
+			return status.Errorf(codes.InvalidArgument, "%s.%s: %v", name, method, err)
+		}
+		if call.Payload, err = json.Marshal(v); err != nil {
+			return status.Errorf(codes.Internal, "%s.%s: %v", name, method, err)
+		}
+		call.Codec = codec.JSONCodec{}
+	}
 	if p, ok := peer.FromContext(ctx); ok {
 		call.RemoteAddr, call.LocalAddr = p.Addr, p.LocalAddr
 	}
@@ -193,8 +211,38 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 	if err != nil {
 		return status.Error(GRPCCode(fleet.CodeOf(err)), fleetMessage(err))
 	}
+	if replyMsg != nil {
+		v := reflect.New(d.ReplyType)
+		if err := json.Unmarshal(reply, v.Interface()); err != nil {
+			return status.Errorf(codes.Internal, "%s.%s: reply: %v", name, method, err)
+		}
+		if reply, err = replyMsg.encode(v.Interface()); err != nil {
+			return status.Errorf(codes.Internal, "%s.%s: reply: %v", name, method, err)
+		}
+	}
 	out := rawFrame(reply)
 	return ss.SendMsg(&out)
+}
+
+// goMessages returns the synthesized messages of a method whose argument
+// and reply are not protobuf messages.
+func goMessages(d server.MethodDesc) (args, reply *goMessage, err error) {
+	return goMessagesOf(d.ArgType, d.ReplyType)
+}
+
+// goMessagesOf is goMessages for the types A and R of a method taking *A
+// and *R. Methods mixing a protobuf message with a Go type fail.
+func goMessagesOf(at, rt reflect.Type) (args, reply *goMessage, err error) {
+	if isProto(at) || isProto(rt) {
+		return nil, nil, errors.New("gateway: a method mixing a protobuf message and a Go type is not served over gRPC")
+	}
+	if args, err = goMessageOf(at); err != nil {
+		return nil, nil, err
+	}
+	if reply, err = goMessageOf(rt); err != nil {
+		return nil, nil, err
+	}
+	return args, reply, nil
 }
 
 // grpcMetadata turns the incoming gRPC metadata into Fleet metadata,

@@ -40,13 +40,15 @@ func (g *Gateway) grpcServiceName(fleetName string) string {
 }
 
 // protoFiles synthesizes one .proto file per Fleet service that has
-// methods taking and returning protobuf messages, declaring those methods
-// (other methods are not callable over gRPC and are left out); streaming
-// methods (server.Server.StreamMethods) are declared with their
-// client_streaming and server_streaming flags. The files import the
-// messages' own files from protoregistry.GlobalFiles, where generated code
-// registers them. It runs per reflection request, which
-// is rare, so services registered late are seen.
+// methods served over gRPC, declaring those methods (other methods are
+// left out): unary and streaming methods (server.Server.StreamMethods,
+// declared with their client_streaming and server_streaming flags) taking
+// and returning protobuf messages, whose files it imports from
+// protoregistry.GlobalFiles where generated code registers them, and
+// unary methods taking and returning Go types, whose synthesized files
+// (goMessageOf) it imports and adds to the returned registry. It runs per
+// reflection request, which is rare, so services registered late are
+// seen.
 func (g *Gateway) protoFiles() (*protoregistry.Files, []string) {
 	files := new(protoregistry.Files)
 	var names []string
@@ -68,10 +70,28 @@ func (g *Gateway) protoFiles() (*protoregistry.Files, []string) {
 		sd := &descriptorpb.ServiceDescriptorProto{Name: proto.String(svc)}
 		deps := map[string]bool{}
 		add := func(m string, args, reply reflect.Type, kind server.StreamKind) {
-			if args == nil || reply == nil || !isProto(args) || !isProto(reply) {
+			if args == nil || reply == nil {
 				return
 			}
-			in, out := messageDesc(args), messageDesc(reply)
+			var in, out protoreflect.MessageDescriptor
+			switch {
+			case isProto(args) && isProto(reply):
+				in, out = messageDesc(args), messageDesc(reply)
+			case kind != 0:
+				return // streams carry protobuf messages only
+			default:
+				am, rm, err := goMessagesOf(args, reply)
+				if err != nil {
+					g.opts.logger.Debug("fleet gateway: method not served over gRPC", "service", svc, "method", m, "err", err)
+					return
+				}
+				for _, f := range []protoreflect.FileDescriptor{am.file, rm.file} {
+					if _, err := files.FindFileByPath(f.Path()); err != nil {
+						_ = files.RegisterFile(f)
+					}
+				}
+				in, out = am.md, rm.md
+			}
 			deps[in.ParentFile().Path()] = true
 			deps[out.ParentFile().Path()] = true
 			md := &descriptorpb.MethodDescriptorProto{
@@ -112,7 +132,7 @@ func (g *Gateway) protoFiles() (*protoregistry.Files, []string) {
 			fd.Dependency = append(fd.Dependency, p)
 		}
 		sort.Strings(fd.Dependency)
-		f, err := protodesc.NewFile(fd, protoregistry.GlobalFiles)
+		f, err := protodesc.NewFile(fd, chainResolver{files, protoregistry.GlobalFiles})
 		if err != nil {
 			g.opts.logger.Debug("fleet gateway: no reflection for service", "service", svc, "err", err)
 			continue
@@ -194,4 +214,25 @@ func (h health) Check(_ context.Context, req *healthpb.HealthCheckRequest) (*hea
 		out = healthpb.HealthCheckResponse_SERVING
 	}
 	return &healthpb.HealthCheckResponse{Status: out}, nil
+}
+
+// chainResolver resolves with the first resolver that knows the name.
+type chainResolver []protodesc.Resolver
+
+func (c chainResolver) FindFileByPath(p string) (protoreflect.FileDescriptor, error) {
+	for _, r := range c {
+		if f, err := r.FindFileByPath(p); err == nil {
+			return f, nil
+		}
+	}
+	return nil, protoregistry.NotFound
+}
+
+func (c chainResolver) FindDescriptorByName(n protoreflect.FullName) (protoreflect.Descriptor, error) {
+	for _, r := range c {
+		if d, err := r.FindDescriptorByName(n); err == nil {
+			return d, nil
+		}
+	}
+	return nil, protoregistry.NotFound
 }

@@ -5,6 +5,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -96,6 +99,51 @@ func TestDemoServeGateway(t *testing.T) {
 	if got := post("/", `{"jsonrpc":"2.0","method":"Arith.Add","params":{"A":1,"B":2},"id":7}`); got != `{"jsonrpc":"2.0","result":3,"id":7}` {
 		t.Fatalf("JSON-RPC Arith.Add: %s", got)
 	}
+
+	// gRPC, through grpcurl (installed by .ci/setup.d/60-gateway.sh).
+	grpcurl := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, grpcurlBin(t), append([]string{"-plaintext"}, args...)...)
+		cmd.WaitDelay = 5 * time.Second
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("grpcurl %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	out := grpcurl(pg.addrs[0], "list")
+	for _, want := range []string{"Arith\n", "Hello\n"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("grpcurl list lacks %q:\n%s", want, out)
+		}
+	}
+	if out := grpcurl("-max-time", "20", "-d", `{"A":1,"B":2}`, pg.addrs[0], "Arith/Add"); !strings.Contains(out, `"value": "3"`) {
+		t.Fatalf("grpcurl Arith/Add:\n%s", out)
+	}
+}
+
+// grpcurlBin finds grpcurl on PATH, else where `go install` puts it.
+func grpcurlBin(t *testing.T) string {
+	if p, err := exec.LookPath("grpcurl"); err == nil {
+		return p
+	}
+	for _, v := range []string{"GOBIN", "GOPATH"} {
+		out, err := exec.Command("go", "env", v).Output()
+		d := strings.TrimSpace(string(out))
+		if err != nil || d == "" {
+			continue
+		}
+		if v == "GOPATH" {
+			d = filepath.Join(filepath.SplitList(d)[0], "bin")
+		}
+		if _, err := os.Stat(filepath.Join(d, "grpcurl")); err == nil {
+			return filepath.Join(d, "grpcurl")
+		}
+	}
+	t.Fatal("grpcurl not found: run .ci/setup.d/60-gateway.sh (sourced by .ci/services.sh)")
+	return ""
 }
 
 // TestDemoServeAddressInUse: an address in use (the registry's, a
