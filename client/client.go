@@ -437,7 +437,7 @@ func (c *Client) finish(call *Call) error {
 		*call.mdSink = call.ResponseMetadata
 	}
 	if f.Status != 0 {
-		return fleet.NewError(fleet.Code(f.Status), string(f.Payload))
+		return asShed(fleet.NewError(fleet.Code(f.Status), string(f.Payload)), call.ResponseMetadata)
 	}
 	if call.Reply == nil {
 		return nil
