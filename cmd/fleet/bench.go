@@ -24,7 +24,7 @@ func init() {
 		repeat   int
 	)
 	cmd := &cobra.Command{
-		Use:   "bench [echo|math|latency|logs|codecs|streams|all]...",
+		Use:   "bench [echo|math|latency|logs|codecs|streams|overload|all]...",
 		Short: "Compare Fleet with rpcx, gRPC-go, Thrift, net/rpc and a raw TCP ceiling",
 		Long: `bench measures Fleet and its peers (rpcx, gRPC-go, Thrift, net/rpc, JSON-RPC,
 raw TCP and gob-stream ceilings) in the same run on this machine, with the same
@@ -42,6 +42,10 @@ scenario:
   streams  messages/s of a server stream and a bidirectional echo stream of the
            BenchmarkMessage (Fleet and gRPC-go), and Fleet unary calls while a
            stream saturates the same connection
+  overload (only when named) open-loop load at twice a Fleet server's measured
+           capacity, without and with server.WithAdaptiveLimit: goodput vs
+           peak throughput, admitted calls' p99 vs the uncongested p99, shed
+           share (in the bench process; --quick: about 5 s)
 
 --repeat N runs the echo scenario N rounds (peers interleaved) and reports
 the median round and the spread (max - min) / median of each figure.
@@ -50,7 +54,7 @@ Servers (and the 4 math client processes) run as separate processes of this
 binary. Every measurement is capped in time. A full run writes
 docs/benchmarks.md, docs/benchmarks.json and charts in docs/img/; --quick runs
 everything in under a minute and writes nothing unless --out is given.`,
-		ValidArgs: append(append([]string{}, bench.Scenarios...), "all"),
+		ValidArgs: append(append(append([]string{}, bench.Scenarios...), bench.OptionalScenarios...), "all"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			mode := bench.Full
 			if quick {
