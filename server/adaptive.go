@@ -70,7 +70,8 @@ type adaptiveLimiter struct {
 	inflight  int
 	rttNoLoad time.Duration
 	samples   int           // since the last probe
-	wake      chan struct{} // closed (and replaced) when a call leaves
+	wake      chan struct{} // closed (and replaced) when a call leaves while waiters > 0
+	waiters   int           // oneway sends waiting in acquire
 	shed      uint64
 }
 
@@ -116,10 +117,18 @@ func (l *adaptiveLimiter) acquire(done <-chan struct{}) bool {
 			return true
 		}
 		wake := l.wake
+		l.waiters++
 		l.mu.Unlock()
+		var ok bool
 		select {
 		case <-wake:
+			ok = true
 		case <-done:
+		}
+		l.mu.Lock()
+		l.waiters--
+		l.mu.Unlock()
+		if !ok {
 			return false
 		}
 	}
@@ -132,8 +141,10 @@ func (l *adaptiveLimiter) release(rtt time.Duration, dropped bool) {
 		l.update(rtt, l.inflight, dropped)
 	}
 	l.inflight--
-	close(l.wake)
-	l.wake = make(chan struct{})
+	if l.waiters > 0 {
+		close(l.wake)
+		l.wake = make(chan struct{})
+	}
 	l.mu.Unlock()
 }
 
