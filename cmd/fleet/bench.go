@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -45,7 +46,8 @@ scenario:
   overload (only when named) open-loop load at twice a Fleet server's measured
            capacity, without and with server.WithAdaptiveLimit: goodput vs
            peak throughput, admitted calls' p99 vs the uncongested p99, shed
-           share (in the bench process; --quick: about 5 s)
+           share (in the bench process; --quick: about 5 s; run alone it
+           writes no report unless --out is given)
 
 --repeat N runs the echo scenario N rounds (peers interleaved) and reports
 the median round and the spread (max - min) / median of each figure.
@@ -60,8 +62,8 @@ everything in under a minute and writes nothing unless --out is given.`,
 			if quick {
 				mode = bench.Quick
 			}
-			if !cmd.Flags().Changed("out") && quick {
-				out = ""
+			if !cmd.Flags().Changed("out") && (quick || onlyOptional(args)) {
+				out = "" // a partial run must not replace the published report
 			}
 			if render != "" {
 				if !cmd.Flags().Changed("out") {
@@ -118,6 +120,20 @@ func quoteArgs(args []string) string {
 		q[i] = a
 	}
 	return strings.Join(q, " ")
+}
+
+// onlyOptional reports whether args name only scenarios that all does not
+// run (bench.OptionalScenarios).
+func onlyOptional(args []string) bool {
+	if len(args) == 0 {
+		return false
+	}
+	for _, a := range args {
+		if !slices.Contains(bench.OptionalScenarios, a) {
+			return false
+		}
+	}
+	return true
 }
 
 // variants names the peers measured only when asked for.
