@@ -28,6 +28,10 @@ const (
 // Scenarios lists every scenario in run order.
 var Scenarios = []string{ScenarioEcho, ScenarioMath, ScenarioLatency, ScenarioLogs, ScenarioCodecs, ScenarioStreams}
 
+// OptionalScenarios run only when named (not by all or by default), after
+// those of Scenarios.
+var OptionalScenarios = []string{ScenarioOverload}
+
 // Mode selects the sizes of a run.
 type Mode string
 
@@ -110,15 +114,16 @@ type Report struct {
 	Echo    []EchoResult `json:"echo,omitempty"`
 	// EchoRounds holds every round of a --repeat run (Echo then holds the
 	// median rounds) and EchoSpread the spread of each figure.
-	EchoRounds []EchoResult    `json:"echo_rounds,omitempty"`
-	EchoSpread []EchoSpread    `json:"echo_spread,omitempty"`
-	Math       []MathResult    `json:"math,omitempty"`
-	Latency    []LatencyResult `json:"latency,omitempty"`
-	Logs       []LogResult     `json:"logs,omitempty"`
-	Codecs     []CodecResult   `json:"codecs,omitempty"`
-	Streams    []StreamResult  `json:"streams,omitempty"`
-	Settings   Settings        `json:"settings"`
-	Charts     []string        `json:"charts,omitempty"`
+	EchoRounds []EchoResult     `json:"echo_rounds,omitempty"`
+	EchoSpread []EchoSpread     `json:"echo_spread,omitempty"`
+	Math       []MathResult     `json:"math,omitempty"`
+	Latency    []LatencyResult  `json:"latency,omitempty"`
+	Logs       []LogResult      `json:"logs,omitempty"`
+	Codecs     []CodecResult    `json:"codecs,omitempty"`
+	Streams    []StreamResult   `json:"streams,omitempty"`
+	Overload   []OverloadResult `json:"overload,omitempty"`
+	Settings   Settings         `json:"settings"`
+	Charts     []string         `json:"charts,omitempty"`
 }
 
 // PeerInfo describes a measured peer.
@@ -185,6 +190,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			err = r.codecs(ctx)
 		case ScenarioStreams:
 			err = r.streams(ctx)
+		case ScenarioOverload:
+			err = r.overload(ctx)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", s, err))
@@ -223,17 +230,24 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 func selectScenarios(names []string) ([]string, error) {
 	if len(names) == 0 || slices.Contains(names, "all") {
-		return Scenarios, nil
+		out := slices.Clone(Scenarios)
+		for _, n := range names {
+			if slices.Contains(OptionalScenarios, n) && !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+		return out, nil
 	}
 	var out []string
-	for _, s := range Scenarios {
+	known := append(slices.Clone(Scenarios), OptionalScenarios...)
+	for _, s := range known {
 		if slices.Contains(names, s) {
 			out = append(out, s)
 		}
 	}
 	for _, n := range names {
-		if !slices.Contains(Scenarios, n) {
-			return nil, fmt.Errorf("bench: unknown scenario %q (have %s, all)", n, strings.Join(Scenarios, ", "))
+		if !slices.Contains(known, n) {
+			return nil, fmt.Errorf("bench: unknown scenario %q (have %s, all)", n, strings.Join(known, ", "))
 		}
 	}
 	return out, nil

@@ -91,6 +91,11 @@ func (r *runner) markdown() string {
 		p("Fleet streams (server streaming, bidirectional echo) against grpc-go streams, and Fleet unary calls while a stream saturates the same connection.\n\n")
 		p("%s\n", r.streamsTable())
 	}
+	if len(rep.Overload) > 0 {
+		p("## Overload\n\n")
+		p("Open-loop load at twice the measured capacity, against a server without and with `server.WithAdaptiveLimit` (bench/overload.go).\n\n")
+		p("%s\n", r.overloadTable())
+	}
 	return b.String()
 }
 

@@ -138,6 +138,8 @@ func (r *runner) table(scenario string) string {
 		heading, t = "Scenario 5: codecs", r.codecsTable()
 	case ScenarioStreams:
 		heading, t = "Scenario 6: streams", r.streamsTable()
+	case ScenarioOverload:
+		heading, t = "Overload: 2x the measured capacity, with and without the adaptive concurrency limit", r.overloadTable()
 	}
 	if t == nil || len(t.rows) == 0 {
 		return ""

@@ -41,6 +41,9 @@ type Settings struct {
 	// Scenario 5: codecs (testing.Benchmark's benchtime).
 	CodecTime time.Duration `json:"codec_benchtime_ns"`
 
+	// Overload scenario: how long each of its four measurements runs.
+	OverloadDuration time.Duration `json:"overload_duration_ns,omitempty"`
+
 	// ChildMaxTime is the hard time limit of every child process.
 	ChildMaxTime time.Duration `json:"child_max_time_ns"`
 }
@@ -56,8 +59,9 @@ func settingsFor(m Mode, senders int) Settings {
 			LatencySleeps: []time.Duration{0, 10 * ms, 1000 * ms}, LatencyCallers: []int{1000},
 			LatencyWindow: 250 * ms, LatencyRounds: 1, LatencyGrace: 500 * ms,
 			LogDuration: 400 * ms, LogSenders: senders, LogWarmup: 100 * ms,
-			CodecTime:    30 * ms,
-			ChildMaxTime: 5 * time.Minute,
+			CodecTime:        30 * ms,
+			OverloadDuration: time.Second,
+			ChildMaxTime:     5 * time.Minute,
 		}
 	case Tiny:
 		return Settings{
@@ -67,8 +71,9 @@ func settingsFor(m Mode, senders int) Settings {
 			LatencySleeps: []time.Duration{0, 10 * ms}, LatencyCallers: []int{8},
 			LatencyWindow: 100 * ms, LatencyRounds: 1, LatencyGrace: 500 * ms,
 			LogDuration: 150 * ms, LogSenders: senders, LogWarmup: 20 * ms,
-			CodecTime:    time.Millisecond,
-			ChildMaxTime: 2 * time.Minute,
+			CodecTime:        time.Millisecond,
+			OverloadDuration: 300 * ms,
+			ChildMaxTime:     2 * time.Minute,
 		}
 	}
 	return Settings{
@@ -78,8 +83,9 @@ func settingsFor(m Mode, senders int) Settings {
 		LatencySleeps: []time.Duration{0, 10 * ms, 1000 * ms}, LatencyCallers: []int{100, 1000},
 		LatencyWindow: 3 * time.Second, LatencyRounds: 5, LatencyWarmup: true, LatencyGrace: 2 * time.Second,
 		LogDuration: 10 * time.Second, LogSenders: senders, LogWarmup: 500 * ms,
-		CodecTime:    time.Second,
-		ChildMaxTime: 30 * time.Minute,
+		CodecTime:        time.Second,
+		OverloadDuration: 5 * time.Second,
+		ChildMaxTime:     30 * time.Minute,
 	}
 }
 

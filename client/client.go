@@ -369,8 +369,13 @@ func (c *Client) send(ctx context.Context, call *Call, service, method string, a
 	}
 	if err == nil {
 		if werr := c.w.Write(buf); werr != nil {
-			if call != nil {
-				c.remove(h.Seq)
+			if call != nil && !c.remove(h.Seq) && call.sync {
+				// fail took the call off the table and is completing
+				// it: wait for that, so that the caller does not reuse
+				// the call (callPool) while fail still writes it. The
+				// write failed, so not sent is the outcome.
+				<-call.wake
+				call.Error = nil
 			}
 			err = notSent(werr)
 		}
@@ -437,7 +442,7 @@ func (c *Client) finish(call *Call) error {
 		*call.mdSink = call.ResponseMetadata
 	}
 	if f.Status != 0 {
-		return fleet.NewError(fleet.Code(f.Status), string(f.Payload))
+		return asShed(fleet.NewError(fleet.Code(f.Status), string(f.Payload)), call.ResponseMetadata)
 	}
 	if call.Reply == nil {
 		return nil

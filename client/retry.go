@@ -12,12 +12,13 @@ import (
 	"github.com/fleetrpc/fleet"
 )
 
-// retryable: calls that certainly did not run are always retryable;
+// retryable: calls that certainly did not run (not sent, refused by a
+// server shutting down, shed by an overloaded one) are always retryable;
 // calls of idempotent methods also after a lost connection or a server
 // Unavailable.
 func (x *XClient) retryable(err error, method string) bool {
 	code := fleet.CodeOf(err)
-	if code == fleet.ShuttingDown || errors.Is(err, ErrNotSent) {
+	if code == fleet.ShuttingDown || errors.Is(err, ErrNotSent) || errors.Is(err, ErrShed) {
 		return true
 	}
 	if code == fleet.Unavailable {

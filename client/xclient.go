@@ -165,7 +165,7 @@ func (x *XClient) Call(ctx context.Context, method string, args, reply any) erro
 		if !x.retryable(err, method) {
 			return err
 		}
-		if !x.crashFailover(a, ep, err) && !x.opts.budget.Retry() {
+		if !x.crashFailover(a, ep, err) && !x.shedFailover(a, ep, err) && !x.opts.budget.Retry() {
 			return fmt.Errorf("%w (%w)", err, ErrBudgetExhausted)
 		}
 		if x.opts.observer != nil {

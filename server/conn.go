@@ -46,9 +46,10 @@ type task struct {
 	m    *methodType
 	f    protocol.Frame
 	buf  *[]byte
-	cost int64    // bytes counted against the budgets until the handler returns
-	room int      // decompression limit reserved within cost
-	cctx *callCtx // built by the auth check; nil without auth
+	cost int64     // bytes counted against the budgets until the handler returns
+	room int       // decompression limit reserved within cost
+	cctx *callCtx  // built by the auth check; nil without auth
+	lim  time.Time // admission under the adaptive limit; zero without one
 }
 
 func (s *Server) serveConn(nc net.Conn) {
@@ -212,14 +213,26 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 		refuse(rerr)
 		return
 	}
+	held, md, lerr := c.admitAdaptive(oneway)
+	if lerr != nil {
+		refuseMD = md
+		refuse(lerr)
+		return
+	}
+	var lim time.Time
+	if held {
+		lim = time.Now()
+	}
 	cost := int64(cap(*buf))
 	room, err := c.decompressRoom(&f)
 	if err != nil {
+		c.dropAdaptive(lim)
 		refuse(err)
 		return
 	}
 	cost += int64(room)
 	if !c.waitRoom(cost) {
+		c.dropAdaptive(lim)
 		refuse(errClosed)
 		return
 	}
@@ -231,10 +244,11 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 	s.inflight.Add(1)
 	s.calls.Add(1)
 	if s.tasks != nil {
-		t := task{c: c, m: m, f: f, buf: buf, cost: cost, room: room, cctx: cctx}
+		t := task{c: c, m: m, f: f, buf: buf, cost: cost, room: room, cctx: cctx, lim: lim}
 		select {
 		case s.tasks <- t:
 		case <-s.stopped: // the pool stopped under us: Close raced
+			c.dropAdaptive(lim)
 			c.active.Add(-1)
 			s.inflight.Add(-1)
 			c.release(cost)
@@ -245,7 +259,7 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 		}
 		return
 	}
-	s.handoff(task{c: c, m: m, f: f, buf: buf, cost: cost, room: room, cctx: cctx})
+	s.handoff(task{c: c, m: m, f: f, buf: buf, cost: cost, room: room, cctx: cctx, lim: lim})
 }
 
 func (s *Server) worker() {
@@ -333,7 +347,9 @@ func (c *callCtx) Value(key any) any {
 func (t *task) run() {
 	c, m, f := t.c, t.m, &t.f
 	start := c.s.lat.start()
+	var err error
 	defer func() {
+		c.releaseAdaptive(t.lim, err)
 		c.s.lat.done(start)
 		c.active.Add(-1)
 		c.s.inflight.Add(-1)
@@ -366,7 +382,7 @@ func (t *task) run() {
 		compID = compress.ID(f.Compression)
 	}
 
-	err := c.decode(f, args, t.room)
+	err = c.decode(f, args, t.room)
 	bufpool.Put(t.buf)
 	t.buf = nil
 

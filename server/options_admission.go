@@ -17,6 +17,7 @@ type admission struct {
 	rate          rate.Limit
 	rateBurst     int
 	methodRates   []methodLimit
+	adaptive      *AdaptiveLimit // adaptive.go; nil: off
 }
 
 // Defaults of the admission options.

@@ -9,8 +9,11 @@ import (
 )
 
 // RetryAfterKey is the response metadata key under which a call refused by
-// a rate limit (WithRateLimit, WithMethodRateLimit) carries the time, in
-// milliseconds as a decimal string, after which a retry may be admitted.
+// a rate limit (WithRateLimit, WithMethodRateLimit) or by the adaptive
+// concurrency limit (WithAdaptiveLimit) carries the time, in milliseconds
+// as a decimal string, after which a retry may be admitted. A
+// ResourceExhausted answer carrying it means the call did not run (the
+// client takes it as shed: client.ErrShed); handlers must not set it.
 const RetryAfterKey = "retry-after-ms"
 
 type rateKey struct{ service, method string }

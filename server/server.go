@@ -37,12 +37,13 @@ type Server struct {
 	conns     map[*conn]struct{}
 	onStop    []func(context.Context)
 
-	mem      memBudget    // request bytes held by handlers, all connections
-	admitted admitState   // open connections for the connection limits
-	rates    limiters     // rate limits, built by New
-	shutdown atomic.Bool  // refusing new calls and connections
-	stopping bool         // Shutdown or Close began; guarded by mu
-	inflight atomic.Int64 // handlers running, all connections
+	mem      memBudget        // request bytes held by handlers, all connections
+	admitted admitState       // open connections for the connection limits
+	rates    limiters         // rate limits, built by New
+	adaptive *adaptiveLimiter // WithAdaptiveLimit; nil: off
+	shutdown atomic.Bool      // refusing new calls and connections
+	stopping bool             // Shutdown or Close began; guarded by mu
+	inflight atomic.Int64     // handlers running, all connections
 	calls    atomic.Uint64
 	lat      latencyHist // handling time of calls, for Publish
 	tasks    chan task
@@ -67,6 +68,9 @@ func New(opts ...Option) *Server {
 	s.opts.limits = s.opts.limits.WithDefaults()
 	s.mem.max = s.opts.maxPending
 	s.rates = newLimiters(&s.opts)
+	if s.opts.adaptive != nil {
+		s.adaptive = newAdaptiveLimiter(*s.opts.adaptive)
+	}
 	for _, p := range s.opts.plugins {
 		s.hooks.add(p)
 	}

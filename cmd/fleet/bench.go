@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -24,7 +25,7 @@ func init() {
 		repeat   int
 	)
 	cmd := &cobra.Command{
-		Use:   "bench [echo|math|latency|logs|codecs|streams|all]...",
+		Use:   "bench [echo|math|latency|logs|codecs|streams|overload|all]...",
 		Short: "Compare Fleet with rpcx, gRPC-go, Thrift, net/rpc and a raw TCP ceiling",
 		Long: `bench measures Fleet and its peers (rpcx, gRPC-go, Thrift, net/rpc, JSON-RPC,
 raw TCP and gob-stream ceilings) in the same run on this machine, with the same
@@ -42,6 +43,11 @@ scenario:
   streams  messages/s of a server stream and a bidirectional echo stream of the
            BenchmarkMessage (Fleet and gRPC-go), and Fleet unary calls while a
            stream saturates the same connection
+  overload (only when named) open-loop load at twice a Fleet server's measured
+           capacity, without and with server.WithAdaptiveLimit: goodput vs
+           peak throughput, admitted calls' p99 vs the uncongested p99, shed
+           share (in the bench process; --quick: about 5 s; run alone it
+           writes no report unless --out is given)
 
 --repeat N runs the echo scenario N rounds (peers interleaved) and reports
 the median round and the spread (max - min) / median of each figure.
@@ -50,14 +56,14 @@ Servers (and the 4 math client processes) run as separate processes of this
 binary. Every measurement is capped in time. A full run writes
 docs/benchmarks.md, docs/benchmarks.json and charts in docs/img/; --quick runs
 everything in under a minute and writes nothing unless --out is given.`,
-		ValidArgs: append(append([]string{}, bench.Scenarios...), "all"),
+		ValidArgs: append(append(append([]string{}, bench.Scenarios...), bench.OptionalScenarios...), "all"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			mode := bench.Full
 			if quick {
 				mode = bench.Quick
 			}
-			if !cmd.Flags().Changed("out") && quick {
-				out = ""
+			if !cmd.Flags().Changed("out") && (quick || onlyOptional(args)) {
+				out = "" // a partial run must not replace the published report
 			}
 			if render != "" {
 				if !cmd.Flags().Changed("out") {
@@ -114,6 +120,20 @@ func quoteArgs(args []string) string {
 		q[i] = a
 	}
 	return strings.Join(q, " ")
+}
+
+// onlyOptional reports whether args name only scenarios that all does not
+// run (bench.OptionalScenarios).
+func onlyOptional(args []string) bool {
+	if len(args) == 0 {
+		return false
+	}
+	for _, a := range args {
+		if !slices.Contains(bench.OptionalScenarios, a) {
+			return false
+		}
+	}
+	return true
 }
 
 // variants names the peers measured only when asked for.
