@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/signal"
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -95,6 +97,7 @@ everything in under a minute and writes nothing unless --out is given.`,
 	f.StringVar(&render, "render", "", "measure nothing: print the tables of an earlier run's JSON results (and rewrite --out and its charts from them)")
 	f.IntVar(&repeat, "repeat", 1, "run the echo scenario this many rounds and report the median and the spread of each figure")
 	f.IntVar(&senders, "log-senders", 4, "goroutines shipping log batches over the one connection of the logs scenario")
+	cmd.AddCommand(soakCommand())
 	rootCmd.AddCommand(cmd)
 
 	for _, name := range []string{bench.ServerCommand, bench.ClientCommand} {
@@ -108,6 +111,50 @@ everything in under a minute and writes nothing unless --out is given.`,
 			},
 		})
 	}
+}
+
+// soakCommand is "fleet bench soak".
+func soakCommand() *cobra.Command {
+	var opts bench.SoakOptions
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "soak",
+		Short: "Run mixed load for a while and report the growth of RSS, heap, goroutines and fds",
+		Long: `soak runs two Fleet servers and their clients in this process under mixed
+load for --duration: calls through an XClient, calls that fail, oneway sends,
+one call per fresh connection (reconnects) and registry churn (a server leaves
+and rejoins a static registry every 2 s). Every --interval it samples RSS,
+the live heap (after a GC), goroutines and open fds, and at the end it prints
+each one's least-squares slope over the second half of the run, which should
+be about zero, and the figures before and after (load stopped, everything
+closed).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if !jsonOut {
+				opts.Progress = cmd.OutOrStdout()
+			}
+			res, err := bench.Soak(ctx, opts)
+			if err != nil && ctx.Err() == nil {
+				return err
+			}
+			if jsonOut {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(res)
+			}
+			bench.WriteSoak(cmd.OutOrStdout(), res)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&opts.Duration, "duration", time.Minute, "how long the load runs")
+	f.DurationVar(&opts.Interval, "interval", time.Second, "sampling period")
+	f.IntVar(&opts.Callers, "callers", 8, "goroutines making successful calls (plus 2 failing, 2 oneway, 1 reconnecting)")
+	f.DurationVar(&opts.Pause, "pause", time.Millisecond, "each load goroutine's pause between calls")
+	f.BoolVar(&jsonOut, "json", false, "print the result with every sample as JSON instead of the text report")
+	return cmd
 }
 
 // quoteArgs renders args for a shell.
