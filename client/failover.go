@@ -54,6 +54,12 @@ func (x *XClient) crashFailover(a *attempt, ep *endpoint, err error) bool {
 		// The connection's watcher marks it down too, but maybe not yet.
 		ep.markDown(x.opts.downFor)
 	}
+	return x.otherUsable(a, ep, now)
+}
+
+// otherUsable reports whether a server other than ep, not yet tried by
+// this call, is usable at now (unix nanoseconds).
+func (x *XClient) otherUsable(a *attempt, ep *endpoint, now int64) bool {
 	for key, other := range *x.endpoints.Load() {
 		if other == ep || a.triedKey(key) {
 			continue

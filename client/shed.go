@@ -71,14 +71,5 @@ func (x *XClient) shedFailover(a *attempt, ep *endpoint, err error) bool {
 	if x.opts.failMode != Failover || !errors.Is(err, ErrShed) {
 		return false
 	}
-	now := time.Now().UnixNano()
-	for key, other := range *x.endpoints.Load() {
-		if other == ep || a.triedKey(key) {
-			continue
-		}
-		if other.usable(now) {
-			return true
-		}
-	}
-	return false
+	return x.otherUsable(a, ep, time.Now().UnixNano())
 }
