@@ -655,3 +655,34 @@ func TestClientStreamInterceptors(t *testing.T) {
 		t.Fatalf("refused stream: %v", err)
 	}
 }
+
+// TestStreamSmallThenLargeMessage: with a 1024-byte window, a small
+// message that the server consumes (under half the window, so no grant
+// comes back) and then a message larger than the remaining credit must
+// both go through. Before the fix FuzzFlow found, the second Send waited
+// for credit that never came, until the deadline.
+func TestStreamSmallThenLargeMessage(t *testing.T) {
+	addr, _, _ := streamServer(t, server.WithStreamWindow(1024))
+	c := dial(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := client.CallBidiStream[Chunk, Count](ctx, c, "S", "Echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for i, size := range []int{1, 1000, 1, 3000} {
+		if err := st.Send(&Chunk{I: i, Data: make([]byte, size)}); err != nil {
+			t.Fatalf("message %d (%d bytes): %v", i, size, err)
+		}
+		if _, err := st.Receive(); err != nil {
+			t.Fatalf("echo of message %d (%d bytes): %v", i, size, err)
+		}
+	}
+	if err := st.CloseRequest(); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := st.Receive(); err != nil || m.N != -4 {
+		t.Fatalf("final message %v, %v", m, err)
+	}
+}

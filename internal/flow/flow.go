@@ -25,12 +25,16 @@ func NewCredit(window int64) *Credit {
 }
 
 // Acquire waits until n bytes may be sent and takes them: when the credit
-// covers n, or when nothing is outstanding (then n may exceed the window).
-// It returns false, taking nothing, once done is closed.
+// covers n, or when at most half the window (window/2, rounded down) is
+// outstanding, whatever n (then the credit may turn negative). The second
+// case is what lets a message larger than the credit go: the receiver
+// grants only once half the window is consumed, so a sender that waited
+// for more than that could wait for ever. It returns false, taking
+// nothing, once done is closed.
 func (c *Credit) Acquire(n int64, done <-chan struct{}) bool {
 	for {
 		c.mu.Lock()
-		if c.avail >= n || c.avail >= c.full {
+		if c.avail >= n || c.full-c.avail <= c.full/2 {
 			c.avail -= n
 			c.mu.Unlock()
 			return true
@@ -96,8 +100,11 @@ func NewInbox(window, maxMsg int64) *Inbox {
 
 // Push queues a message. It fails with ResourceExhausted, queueing
 // nothing (the caller releases the buffer and resets the stream), when
-// the message is over the size limit or the sender overran the window,
-// and with FailedPrecondition after the stream ended or half-closed.
+// the message is over the size limit or the sender overran the window
+// (more than half the window was outstanding and the message takes the
+// outstanding bytes past the window; see Credit.Acquire), and with
+// FailedPrecondition after the stream ended or half-closed. What it holds
+// is at most max(window, window/2+maxMsg) bytes of payload.
 func (in *Inbox) Push(m Msg) error {
 	n := int64(len(m.Frame.Payload))
 	in.mu.Lock()
@@ -108,7 +115,7 @@ func (in *Inbox) Push(m Msg) error {
 	if n > in.maxMsg {
 		return fleet.Errorf(fleet.ResourceExhausted, "stream message of %d bytes exceeds limit %d", n, in.maxMsg)
 	}
-	if in.outstanding > 0 && in.outstanding+n > in.window {
+	if in.outstanding > in.window/2 && in.outstanding+n > in.window {
 		return fleet.Errorf(fleet.ResourceExhausted, "stream flow-control window of %d bytes overrun", in.window)
 	}
 	in.outstanding += n
