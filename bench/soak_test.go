@@ -11,7 +11,7 @@ import (
 	"github.com/fleetrpc/fleet/bench"
 )
 
-// TestSoakNoGrowth runs a 20 s soak (calls, failing calls, oneway sends,
+// TestSoakNoGrowth runs a 60 s soak (calls, failing calls, oneway sends,
 // reconnects, registry churn) and fails on clear growth. The bounds are
 // far above the noise of a loaded 2-core machine under -race, and none is
 // a timing: once the load has stopped and every client and server is
@@ -22,7 +22,7 @@ import (
 // traffic at least once.
 func TestSoakNoGrowth(t *testing.T) {
 	res, err := bench.Soak(context.Background(), bench.SoakOptions{
-		Duration: 20 * time.Second,
+		Duration: 60 * time.Second,
 		Callers:  4,
 		Pause:    2 * time.Millisecond,
 	})
