@@ -52,8 +52,9 @@ type Echo struct {
 	entered chan struct{} // Wait signals here when it starts
 }
 
-// Release lets every Wait call, running or future, return.
-func (e *Echo) Release() { e.once.Do(func() { close(e.release) }) }
+// releaseWaits lets every Wait call, running or future, return (unexported: it
+// is not an RPC method).
+func (e *Echo) releaseWaits() { e.once.Do(func() { close(e.release) }) }
 
 // Do returns its arguments, N doubled.
 func (e *Echo) Do(_ context.Context, a *Args, r *Reply) error {
@@ -122,7 +123,7 @@ func StartServer(t testing.TB, network string, opts Options) *Server {
 		_ = s.Srv.Serve(lis)
 	}()
 	t.Cleanup(func() {
-		s.Echo.Release()
+		s.Echo.releaseWaits()
 		_ = s.Srv.Close()
 		<-s.done
 	})
@@ -279,7 +280,7 @@ func testShutdown(t *testing.T, network string, opts Options) {
 	if err := c.Call(ctx, "Echo", "Do", &Args{}, &Reply{}); !errors.Is(err, client.ErrNotSent) {
 		t.Fatalf("call after go-away: %v, want ErrNotSent", err)
 	}
-	s.Echo.Release()
+	s.Echo.releaseWaits()
 	call := <-inflight.Done
 	if call.Error != nil || call.Reply.(*Reply).N != 7 {
 		t.Fatalf("in-flight call during shutdown: %+v, %v", call.Reply, call.Error)
