@@ -14,6 +14,7 @@ import (
 	"github.com/fleetrpc/fleet/compress"
 	"github.com/fleetrpc/fleet/internal/bufpool"
 	"github.com/fleetrpc/fleet/internal/flow"
+	"github.com/fleetrpc/fleet/internal/streamrecv"
 	"github.com/fleetrpc/fleet/protocol"
 )
 
@@ -329,10 +330,10 @@ func (st *clientStream) closeSend() error {
 	return st.c.w.Write(protocol.AppendControl(b[:0], protocol.TypeStreamData, protocol.FlagEndStream, st.id, nil))
 }
 
-// recv decodes the next message into msg. At the stream's end it returns
+// Recv decodes the next message into msg. At the stream's end it returns
 // io.EOF (status OK) or the status as a *fleet.Error, and releases the
 // stream's resources.
-func (st *clientStream) recv(msg any) error {
+func (st *clientStream) Recv(msg any) error {
 	m, grant, err := st.inbox.Next(st.ctx.Done(), st.cause)
 	if err != nil {
 		st.finish()
@@ -387,9 +388,8 @@ func (c *Client) codecFor(v any) codec.ID {
 // it receives Res messages until the server ends the stream. Not safe for
 // concurrent use.
 type ServerStreamForClient[Res any] struct {
-	st  *clientStream
-	msg *Res
-	err error
+	st *clientStream
+	rx streamrecv.Receiver[Res]
 }
 
 // CallServerStream opens the server-streaming method service.method on c
@@ -421,35 +421,19 @@ func CallServerStream[Req, Res any](ctx context.Context, c *Client, service, met
 // Receive waits for the next message and reports whether there is one.
 // After false, Err returns the stream's outcome: nil when the server ended
 // it with OK, else its *fleet.Error.
-func (s *ServerStreamForClient[Res]) Receive() bool {
-	if s.err != nil {
-		return false
-	}
-	m := new(Res)
-	if err := s.st.recv(m); err != nil {
-		s.err = err
-		return false
-	}
-	s.msg = m
-	return true
-}
+func (s *ServerStreamForClient[Res]) Receive() bool { return s.rx.Next(s.st) }
 
 // Msg returns the message of the last successful Receive.
-func (s *ServerStreamForClient[Res]) Msg() *Res { return s.msg }
+func (s *ServerStreamForClient[Res]) Msg() *Res { return s.rx.Msg() }
 
 // Err returns why Receive returned false: nil for a stream the server
 // ended with OK.
-func (s *ServerStreamForClient[Res]) Err() error {
-	if s.err == io.EOF {
-		return nil
-	}
-	return s.err
-}
+func (s *ServerStreamForClient[Res]) Err() error { return s.rx.Err() }
 
 // ResponseTrailer returns the trailing metadata of the server's end, once
 // Receive returned false (nil before).
 func (s *ServerStreamForClient[Res]) ResponseTrailer() fleet.Metadata {
-	return s.st.trailerAfter(s.err)
+	return s.st.trailerAfter(s.rx.Ended())
 }
 
 // Buffered returns the bytes of messages received and not yet consumed;
@@ -499,13 +483,13 @@ func (s *ClientStreamForClient[Req, Res]) CloseAndReceive() (*Res, error) {
 		return nil, err
 	}
 	res := new(Res)
-	if err := s.st.recv(res); err != nil {
+	if err := s.st.Recv(res); err != nil {
 		if err == io.EOF {
 			err = fleet.NewError(fleet.Internal, "client stream ended without a response")
 		}
 		return nil, err
 	}
-	if err := s.st.recv(new(Res)); err != io.EOF {
+	if err := s.st.Recv(new(Res)); err != io.EOF {
 		if err == nil {
 			err = fleet.NewError(fleet.Internal, "client stream answered with more than one response")
 		}
@@ -551,7 +535,7 @@ func (s *BidiStreamForClient[Req, Res]) CloseRequest() error { return s.st.close
 // ended the stream with OK, else its *fleet.Error.
 func (s *BidiStreamForClient[Req, Res]) Receive() (*Res, error) {
 	m := new(Res)
-	if err := s.st.recv(m); err != nil {
+	if err := s.st.Recv(m); err != nil {
 		s.done.Store(true)
 		return nil, err
 	}

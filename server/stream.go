@@ -16,6 +16,7 @@ import (
 	"github.com/fleetrpc/fleet/internal/bufpool"
 	"github.com/fleetrpc/fleet/internal/ctxkey"
 	"github.com/fleetrpc/fleet/internal/flow"
+	"github.com/fleetrpc/fleet/internal/streamrecv"
 	"github.com/fleetrpc/fleet/protocol"
 )
 
@@ -374,9 +375,9 @@ func (st *serverStream) send(msg any) error {
 	return st.c.w.Write(buf)
 }
 
-// recv decodes the next message into msg; io.EOF after the client's
+// Recv decodes the next message into msg; io.EOF after the client's
 // half-close.
-func (st *serverStream) recv(msg any) error {
+func (st *serverStream) Recv(msg any) error {
 	if st.local != nil {
 		return st.localRecv(msg)
 	}
@@ -454,36 +455,19 @@ func (st *serverStream) trailers() fleet.Metadata {
 // receives Req messages until the client half-closes. Not safe for
 // concurrent use.
 type ClientStream[Req any] struct {
-	st  *serverStream
-	msg *Req
-	err error
+	st *serverStream
+	rx streamrecv.Receiver[Req]
 }
 
 // Receive waits for the next message and reports whether there is one;
 // after false, Err says why (nil when the client half-closed).
-func (s *ClientStream[Req]) Receive() bool {
-	if s.err != nil {
-		return false
-	}
-	m := new(Req)
-	if err := s.st.recv(m); err != nil {
-		s.err = err
-		return false
-	}
-	s.msg = m
-	return true
-}
+func (s *ClientStream[Req]) Receive() bool { return s.rx.Next(s.st) }
 
 // Msg returns the message of the last successful Receive.
-func (s *ClientStream[Req]) Msg() *Req { return s.msg }
+func (s *ClientStream[Req]) Msg() *Req { return s.rx.Msg() }
 
 // Err returns why Receive returned false, nil for the client's half-close.
-func (s *ClientStream[Req]) Err() error {
-	if s.err == io.EOF {
-		return nil
-	}
-	return s.err
-}
+func (s *ClientStream[Req]) Err() error { return s.rx.Err() }
 
 // ResponseTrailer returns the trailing metadata sent with the stream's
 // end; the handler may set keys until it returns.
@@ -498,7 +482,7 @@ type BidiStream[Req, Res any] struct{ st *serverStream }
 // half-close, or the stream's end.
 func (s *BidiStream[Req, Res]) Receive() (*Req, error) {
 	m := new(Req)
-	if err := s.st.recv(m); err != nil {
+	if err := s.st.Recv(m); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -520,7 +504,7 @@ func (s *BidiStream[Req, Res]) ResponseTrailer() fleet.Metadata { return s.st.tr
 func HandleServerStream[Req, Res any](s *Server, service, method string, fn func(ctx context.Context, req *Req, stream *ServerStream[Res]) error) error {
 	return s.handleStream(service, method, &streamHandler{run: func(ctx context.Context, st *serverStream) error {
 		req := new(Req)
-		if err := st.recv(req); err != nil {
+		if err := st.Recv(req); err != nil {
 			if err == io.EOF {
 				return fleet.NewError(fleet.InvalidArgument, "server stream opened without a request message")
 			}

@@ -119,7 +119,7 @@ func streamMethod(fn reflect.Value) *streamHandler {
 		argType := ft.In(1).Elem()
 		return &streamHandler{run: func(ctx context.Context, st *serverStream) error {
 			req := reflect.New(argType)
-			if err := st.recv(req.Interface()); err != nil {
+			if err := st.Recv(req.Interface()); err != nil {
 				if err == io.EOF {
 					return fleet.NewError(fleet.InvalidArgument, "server stream opened without a request message")
 				}
