@@ -3,17 +3,13 @@ package quic_test
 import (
 	"context"
 	"crypto/tls"
-	"math/rand/v2"
 	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/client"
 	"github.com/fleetrpc/fleet/internal/testutil"
-	"github.com/fleetrpc/fleet/server"
 	"github.com/fleetrpc/fleet/transport/quic"
 	"github.com/fleetrpc/fleet/transport/transporttest"
 	quicgo "github.com/quic-go/quic-go"
@@ -72,94 +68,43 @@ func TestDialNoServer(t *testing.T) {
 	}
 }
 
-type countConns struct{ n atomic.Int64 }
-
-func (c *countConns) OnConnAccept(nc net.Conn) (net.Conn, bool) {
-	c.n.Add(1)
-	return nc, true
-}
-
-// TestStrangers: random datagrams, and a QUIC peer that opens a stream
-// but does not say the Fleet hello, reach no Fleet connection and do not
-// disturb a client calling at the same time.
+// TestStrangers: random datagrams (half shaped like QUIC Initial packets),
+// and a QUIC peer that opens a stream but does not say the Fleet hello,
+// reach no Fleet connection and do not disturb a client calling at the
+// same time.
 func TestStrangers(t *testing.T) {
 	tlsCfg := register(t)
-	cc := &countConns{}
-	opts := transporttest.Options{ServerOptions: []server.Option{server.WithPlugin(cc)}}
-	s := transporttest.StartServer(t, "quic", opts)
-	c := transporttest.Dial(t, "quic", s.Addr, opts)
-
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer pc.Close()
-		to, _ := net.ResolveUDPAddr("udp", s.Addr)
-		rng := rand.New(rand.NewPCG(3, 4))
-		buf := make([]byte, 1500)
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			n := 1 + rng.IntN(len(buf))
-			for j := range n {
-				buf[j] = byte(rng.Uint32())
-			}
-			if i%2 == 0 && n > 8 {
+	transporttest.RunStrangers(t, "quic", transporttest.Options{}, transporttest.Strangers{
+		Seed: 3,
+		Shape: func(i int, buf []byte) {
+			if i%2 == 0 && len(buf) > 8 {
 				buf[0] = 0xc0 | buf[0]&0x0f // a long header, as an Initial has
 				buf[1], buf[2], buf[3], buf[4] = 0, 0, 0, 1
 			}
-			_, _ = pc.WriteTo(buf[:n], to)
-			if i%64 == 63 {
-				time.Sleep(time.Millisecond)
-			}
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		cfg := tlsCfg.Clone()
-		cfg.NextProtos = []string{quic.ALPN}
-		cfg.ServerName = "127.0.0.1"
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			qc, err := quicgo.DialAddr(ctx, s.Addr, cfg, nil)
-			if err == nil {
-				if st, err := qc.OpenStreamSync(ctx); err == nil {
-					_, _ = st.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+		},
+		Peer: func(t testing.TB, addr string, stop <-chan struct{}) {
+			cfg := tlsCfg.Clone()
+			cfg.NextProtos = []string{quic.ALPN}
+			cfg.ServerName = "127.0.0.1"
+			for {
+				select {
+				case <-stop:
+					return
+				default:
 				}
-				time.Sleep(20 * time.Millisecond)
-				_ = qc.CloseWithError(0, "")
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				qc, err := quicgo.DialAddr(ctx, addr, cfg, nil)
+				if err == nil {
+					if st, err := qc.OpenStreamSync(ctx); err == nil {
+						_, _ = st.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+					}
+					time.Sleep(20 * time.Millisecond)
+					_ = qc.CloseWithError(0, "")
+				}
+				cancel()
 			}
-			cancel()
-		}
-	}()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for i := range 300 {
-		var r transporttest.Reply
-		if err := c.Call(ctx, "Echo", "Do", &transporttest.Args{N: i}, &r); err != nil || r.N != 2*i {
-			t.Fatalf("call %d among strangers: %+v, %v", i, r, err)
-		}
-	}
-	close(stop)
-	wg.Wait()
-	if n := cc.n.Load(); n != 1 {
-		t.Fatalf("server accepted %d connections, want only the client's", n)
-	}
+		},
+	})
 }
 
 // TestLoss: through a relay that drops 5% of datagrams each way and
