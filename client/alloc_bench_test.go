@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"net"
-	"runtime"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/fleetrpc/fleet/codec"
 	"github.com/fleetrpc/fleet/internal/benchpb"
 	"github.com/fleetrpc/fleet/internal/bufpool"
+	"github.com/fleetrpc/fleet/internal/testutil"
 	"github.com/fleetrpc/fleet/protocol"
 )
 
@@ -114,21 +114,7 @@ func BenchmarkClientSide(b *testing.B) {
 				ctx, cancel = context.WithTimeout(ctx, time.Hour)
 				defer cancel()
 			}
-			for range 200 { // warm the pools and the size hint
-				call(b)
-			}
-			var m0, m1 runtime.MemStats
-			b.ReportAllocs()
-			b.ResetTimer()
-			runtime.ReadMemStats(&m0)
-			for i := 0; i < b.N; i++ {
-				call(b)
-			}
-			runtime.ReadMemStats(&m1)
-			b.StopTimer()
-			total := float64(m1.Mallocs-m0.Mallocs) / float64(b.N)
-			b.ReportMetric(codecAllocs, "codec-allocs/op")
-			b.ReportMetric(total-codecAllocs, "fleet-allocs/op")
+			testutil.MeasureFleetAllocs(b, call, codecAllocs, "codec-allocs/op")
 		})
 	}
 }

@@ -2,13 +2,13 @@ package server_test
 
 import (
 	"net"
-	"runtime"
 	"testing"
 
 	"github.com/fleetrpc/fleet/codec"
 	"github.com/fleetrpc/fleet/internal/benchpb"
 	"github.com/fleetrpc/fleet/internal/bufpool"
 	"github.com/fleetrpc/fleet/internal/demo"
+	"github.com/fleetrpc/fleet/internal/testutil"
 	"github.com/fleetrpc/fleet/protocol"
 	"github.com/fleetrpc/fleet/server"
 )
@@ -116,21 +116,7 @@ func BenchmarkServerSide(b *testing.B) {
 	}{{"Register", "Hello", 0}, {"Handle", "Typed", 0}, {"HandleDeadline", "Typed", 60_000}} {
 		b.Run(bm.name, func(b *testing.B) {
 			service, timeout = bm.service, bm.timeout
-			for range 200 { // warm the pools and the size hints
-				call(b)
-			}
-			var m0, m1 runtime.MemStats
-			b.ReportAllocs()
-			b.ResetTimer()
-			runtime.ReadMemStats(&m0)
-			for i := 0; i < b.N; i++ {
-				call(b)
-			}
-			runtime.ReadMemStats(&m1)
-			b.StopTimer()
-			total := float64(m1.Mallocs-m0.Mallocs) / float64(b.N)
-			b.ReportMetric(apart, "codec+handler-allocs/op")
-			b.ReportMetric(total-apart, "fleet-allocs/op")
+			testutil.MeasureFleetAllocs(b, call, apart, "codec+handler-allocs/op")
 		})
 	}
 }

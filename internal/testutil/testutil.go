@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"math/big"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
@@ -68,4 +69,26 @@ func TLSConfigs(t testing.TB) (srv, cli *tls.Config) {
 	srv = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
 	cli = &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
 	return srv, cli
+}
+
+// MeasureFleetAllocs runs call 200 times to warm pools and size hints, then
+// b.N times, and reports the mean allocations per call beyond apart (what
+// the codec and handler allocate, measured apart by the caller) as
+// "fleet-allocs/op", with apart itself under apartName.
+func MeasureFleetAllocs(b *testing.B, call func(*testing.B), apart float64, apartName string) {
+	for range 200 {
+		call(b)
+	}
+	var m0, m1 runtime.MemStats
+	b.ReportAllocs()
+	b.ResetTimer()
+	runtime.ReadMemStats(&m0)
+	for i := 0; i < b.N; i++ {
+		call(b)
+	}
+	runtime.ReadMemStats(&m1)
+	b.StopTimer()
+	total := float64(m1.Mallocs-m0.Mallocs) / float64(b.N)
+	b.ReportMetric(apart, apartName)
+	b.ReportMetric(total-apart, "fleet-allocs/op")
 }
