@@ -3,14 +3,12 @@ package client_test
 import (
 	"context"
 	"errors"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/client"
-	"github.com/fleetrpc/fleet/internal/bufpool"
 	"github.com/fleetrpc/fleet/protocol"
 )
 
@@ -19,49 +17,24 @@ import (
 // the payload (or never, for method "Hang"), and closes the connection on
 // any frame type it does not know.
 func oldServer(t *testing.T) (addr string, unknown *atomic.Int64) {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	unknown = new(atomic.Int64)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		nc, err := lis.Accept()
-		if err != nil {
-			return
+	addr = rawFrameServer(t, func(f protocol.Frame) ([]byte, bool) {
+		switch f.Type {
+		case protocol.TypePing:
+			return protocol.AppendControl(nil, protocol.TypePong, 0, f.Seq, nil), false
+		case protocol.TypeRequest:
+			if string(f.Method) == "Hang" {
+				return nil, false
+			}
+			out, _ := protocol.AppendFrame(nil, &protocol.Header{Type: protocol.TypeResponse, Codec: f.Codec, Seq: f.Seq}, "", "", nil, f.Payload, 0)
+			return out, false
+		case protocol.TypeResponse, protocol.TypePong, protocol.TypeGoAway:
+			return nil, false
 		}
-		defer nc.Close()
-		r := protocol.NewReader(nc, 0, protocol.Limits{})
-		defer r.Close()
-		for {
-			f, buf, err := r.ReadFrame()
-			if err != nil {
-				return
-			}
-			var out []byte
-			switch f.Type {
-			case protocol.TypePing:
-				out = protocol.AppendControl(nil, protocol.TypePong, 0, f.Seq, nil)
-			case protocol.TypeRequest:
-				if string(f.Method) != "Hang" {
-					out, _ = protocol.AppendFrame(nil, &protocol.Header{Type: protocol.TypeResponse, Codec: f.Codec, Seq: f.Seq}, "", "", nil, f.Payload, 0)
-				}
-			case protocol.TypeResponse, protocol.TypePong, protocol.TypeGoAway:
-			default:
-				unknown.Add(1)
-				bufpool.Put(buf)
-				return // revision 1: an unknown type closes the connection
-			}
-			bufpool.Put(buf)
-			if out != nil {
-				nc.Write(out)
-			}
-		}
-	}()
-	t.Cleanup(func() { lis.Close(); <-done })
-	return lis.Addr().String(), unknown
+		unknown.Add(1)
+		return nil, true // revision 1: an unknown type closes the connection
+	})
+	return addr, unknown
 }
 
 // TestRevision1ServerFallback: against a revision 1 server the client

@@ -2,14 +2,12 @@ package client_test
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/client"
-	"github.com/fleetrpc/fleet/internal/bufpool"
 	"github.com/fleetrpc/fleet/protocol"
 )
 
@@ -18,52 +16,28 @@ import (
 // three 700-byte messages on the opened stream (overrunning a 1024-byte
 // window), and records the cancel the client sends; requests are echoed.
 func misbehavingServer(t *testing.T) (addr string, cancelled chan uint64) {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	cancelled = make(chan uint64, 4)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		nc, err := lis.Accept()
-		if err != nil {
-			return
+	addr = rawFrameServer(t, func(f protocol.Frame) ([]byte, bool) {
+		var out []byte
+		switch f.Type {
+		case protocol.TypePing:
+			h := protocol.AppendHello(nil, &protocol.Hello{Revision: protocol.Revision, Capabilities: protocol.CapCancel | protocol.CapStreams})
+			out = protocol.AppendControl(nil, protocol.TypePong, protocol.FlagHello, f.Seq, h)
+		case protocol.TypeRequest:
+			out, _ = protocol.AppendFrame(nil, &protocol.Header{Type: protocol.TypeResponse, Codec: f.Codec, Seq: f.Seq}, "", "", nil, f.Payload, 0)
+		case protocol.TypeStreamOpen:
+			msg := []byte(`"` + strings.Repeat("x", 700) + `"`)
+			out, _ = protocol.AppendFrame(nil, &protocol.Header{Type: protocol.TypeStreamData, Codec: f.Codec, Seq: f.Seq + 1000}, "", "", nil, msg, 0)
+			for i := 0; i < 3; i++ {
+				out, _ = protocol.AppendFrame(out, &protocol.Header{Type: protocol.TypeStreamData, Codec: f.Codec, Seq: f.Seq}, "", "", nil, msg, 0)
+			}
+			out = protocol.AppendControl(out, 200, 0, f.Seq, []byte("unknown type"))
+		case protocol.TypeCancel:
+			cancelled <- f.Seq
 		}
-		defer nc.Close()
-		r := protocol.NewReader(nc, 0, protocol.Limits{})
-		defer r.Close()
-		for {
-			f, buf, err := r.ReadFrame()
-			if err != nil {
-				return
-			}
-			var out []byte
-			switch f.Type {
-			case protocol.TypePing:
-				h := protocol.AppendHello(nil, &protocol.Hello{Revision: protocol.Revision, Capabilities: protocol.CapCancel | protocol.CapStreams})
-				out = protocol.AppendControl(nil, protocol.TypePong, protocol.FlagHello, f.Seq, h)
-			case protocol.TypeRequest:
-				out, _ = protocol.AppendFrame(nil, &protocol.Header{Type: protocol.TypeResponse, Codec: f.Codec, Seq: f.Seq}, "", "", nil, f.Payload, 0)
-			case protocol.TypeStreamOpen:
-				msg := []byte(`"` + strings.Repeat("x", 700) + `"`)
-				out, _ = protocol.AppendFrame(nil, &protocol.Header{Type: protocol.TypeStreamData, Codec: f.Codec, Seq: f.Seq + 1000}, "", "", nil, msg, 0)
-				for i := 0; i < 3; i++ {
-					out, _ = protocol.AppendFrame(out, &protocol.Header{Type: protocol.TypeStreamData, Codec: f.Codec, Seq: f.Seq}, "", "", nil, msg, 0)
-				}
-				out = protocol.AppendControl(out, 200, 0, f.Seq, []byte("unknown type"))
-			case protocol.TypeCancel:
-				cancelled <- f.Seq
-			}
-			bufpool.Put(buf)
-			if out != nil {
-				nc.Write(out)
-			}
-		}
-	}()
-	t.Cleanup(func() { lis.Close(); <-done })
-	return lis.Addr().String(), cancelled
+		return out, false
+	})
+	return addr, cancelled
 }
 
 // TestClientStreamBadInput: data for an unknown stream and a frame of an
