@@ -84,19 +84,17 @@ func newX(t *testing.T, tab *static.Table, opts ...client.XOption) *client.XClie
 	return x
 }
 
-// recordingSelector wraps a selector and remembers when each server was
-// last chosen.
+// recordingSelector wraps a selector and counts how often each server is
+// chosen.
 type recordingSelector struct {
 	selector.Selector
 	mu    sync.Mutex
-	last  map[string]time.Time
 	count map[string]int64 // choices since reset; nil: not counted
 }
 
 func (r *recordingSelector) Select(p *selector.Pick) string {
 	k := r.Selector.Select(p)
 	r.mu.Lock()
-	r.last[k] = time.Now()
 	if r.count != nil {
 		r.count[k]++
 	}
@@ -118,12 +116,6 @@ func (r *recordingSelector) chosen(k string) int64 {
 	return r.count[k]
 }
 
-func (r *recordingSelector) lastChosen(k string) time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.last[k]
-}
-
 // TestFailoverSurvivesKill: 1000 concurrent callers, three servers, one
 // killed abruptly (listener and connections closed, still registered):
 // no call fails, and once its connection failed the dead server stops
@@ -134,7 +126,7 @@ func (r *recordingSelector) lastChosen(k string) time.Time {
 func TestFailoverSurvivesKill(t *testing.T) {
 	a, b, c := startNode(t, "a", nil), startNode(t, "b", nil), startNode(t, "c", nil)
 	tab, _ := newTable(t, a, b, c)
-	rec := &recordingSelector{Selector: selector.NewRoundRobin(), last: map[string]time.Time{}, count: map[string]int64{}}
+	rec := &recordingSelector{Selector: selector.NewRoundRobin(), count: map[string]int64{}}
 	x := newX(t, tab, client.WithSelector(rec), client.WithIdempotent("Do"), client.WithDownTime(time.Hour))
 
 	const callers, perCaller = 1000, 30

@@ -106,8 +106,8 @@ func TestCompressionBombsStayWithinBudget(t *testing.T) {
 	gFits := gzipOf(t, limit)
 	gLying := gzipOf(t, limit)
 	binary.LittleEndian.PutUint32(gLying[len(gLying)-4:], 100)
-	payloads := [4][]byte{zFits, zOver, gFits, gLying}
-	comps := [4]compress.ID{compress.Zstd, compress.Zstd, compress.Gzip, compress.Gzip}
+	payloads := [4][]byte{bombZstdFits: zFits, bombZstdOver: zOver, bombGzipFits: gFits, bombGzipLying: gLying}
+	comps := [4]compress.ID{bombZstdFits: compress.Zstd, bombZstdOver: compress.Zstd, bombGzipFits: compress.Gzip, bombGzipLying: compress.Gzip}
 
 	for _, conns := range []int{1, 8} {
 		t.Run("conns="+string(rune('0'+conns)), func(t *testing.T) {
@@ -202,7 +202,7 @@ func TestCompressionBombsStayWithinBudget(t *testing.T) {
 			<-sampled
 
 			n := conns * perConn / 4
-			for k, want := range [4]fleet.Code{fleet.OK, fleet.ResourceExhausted, fleet.OK, fleet.ResourceExhausted} {
+			for k, want := range [4]fleet.Code{bombZstdFits: fleet.OK, bombZstdOver: fleet.ResourceExhausted, bombGzipFits: fleet.OK, bombGzipLying: fleet.ResourceExhausted} {
 				if codes[k][want] != n {
 					t.Errorf("bomb kind %d: codes %v, want %d x %v", k, codes[k], n, want)
 				}

@@ -10,11 +10,9 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/fleetrpc/fleet/client"
 	"github.com/fleetrpc/fleet/internal/demo"
 	"github.com/fleetrpc/fleet/registry"
 	"github.com/fleetrpc/fleet/registry/etcd"
@@ -89,34 +87,6 @@ func serveNoCleanup(t *testing.T, srv *server.Server) string {
 	}
 	go srv.Serve(lis)
 	return lis.Addr().String()
-}
-
-// load calls Arith.Add from two goroutines until the test ends, so that
-// the servers report some calls/s. Nothing asserts on the figures.
-func (f *demoFleet) load(t *testing.T) {
-	x, err := client.NewXClient("Arith", f.disc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var sum int
-			for ctx.Err() == nil {
-				cctx, ccancel := context.WithTimeout(ctx, time.Second)
-				x.Call(cctx, "Add", &demo.Args{A: 1, B: 2}, &sum)
-				ccancel()
-				select {
-				case <-ctx.Done():
-				case <-time.After(5 * time.Millisecond):
-				}
-			}
-		}()
-	}
-	t.Cleanup(func() { cancel(); wg.Wait(); x.Close() })
 }
 
 func newTestDashboard(t *testing.T, f *dashboardFlags) *dashboard {
