@@ -255,32 +255,7 @@ func TestXClientFailsOverToxic(t *testing.T) {
 			defer x.Close()
 
 			const callers, calls = 8, 25
-			var (
-				mu     sync.Mutex
-				failed []error
-				from   = map[string]int{}
-				wg     sync.WaitGroup
-			)
-			for w := 0; w < callers; w++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := 0; i < calls; i++ {
-						var rep Rep
-						err := boundedCall(t, 20*time.Second, func(ctx context.Context) error {
-							return x.Call(ctx, "Do", &Req{Size: 8}, &rep)
-						})
-						mu.Lock()
-						if err != nil {
-							failed = append(failed, err)
-						} else {
-							from[rep.From]++
-						}
-						mu.Unlock()
-					}
-				}()
-			}
-			wg.Wait()
+			failed, from := callMany(t, x, callers, calls, 8)
 			if len(failed) > 0 {
 				t.Fatalf("%d of %d calls failed despite a healthy server; first: %v", len(failed), callers*calls, failed[0])
 			}
@@ -289,6 +264,36 @@ func TestXClientFailsOverToxic(t *testing.T) {
 			}
 		})
 	}
+}
+
+// callMany makes calls idempotent Do calls of size bytes from each of
+// callers goroutines through x, each bounded by boundedCall, and returns
+// the errors and, per server, the replies that succeeded.
+func callMany(t *testing.T, x *client.XClient, callers, calls, size int) (failed []error, from map[string]int) {
+	from = map[string]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range calls {
+				var rep Rep
+				err := boundedCall(t, 20*time.Second, func(ctx context.Context) error {
+					return x.Call(ctx, "Do", &Req{Size: size}, &rep)
+				})
+				mu.Lock()
+				if err != nil {
+					failed = append(failed, err)
+				} else {
+					from[rep.From]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return failed, from
 }
 
 // picks counts the XClient's choices per server and its backup requests.
@@ -346,32 +351,7 @@ func TestXClientBacksUpSlowServer(t *testing.T) {
 			defer x.Close()
 
 			const callers, calls = 4, 10
-			var (
-				mu     sync.Mutex
-				failed []error
-				from   = map[string]int{}
-				wg     sync.WaitGroup
-			)
-			for w := 0; w < callers; w++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := 0; i < calls; i++ {
-						var rep Rep
-						err := boundedCall(t, 20*time.Second, func(ctx context.Context) error {
-							return x.Call(ctx, "Do", &Req{Size: tc.size}, &rep)
-						})
-						mu.Lock()
-						if err != nil {
-							failed = append(failed, err)
-						} else {
-							from[rep.From]++
-						}
-						mu.Unlock()
-					}
-				}()
-			}
-			wg.Wait()
+			failed, from := callMany(t, x, callers, calls, tc.size)
 			if len(failed) > 0 {
 				t.Fatalf("%d of %d calls failed; first: %v", len(failed), callers*calls, failed[0])
 			}
