@@ -183,7 +183,10 @@ func (s *Server) addMethods(name string, methods map[string]*methodType, merge b
 	return nil
 }
 
-// Services returns the registered service names and their methods.
+// Services returns the registered service names and their sorted methods,
+// including the server's built-in services (fleet.Health, fleet.Reflection
+// unless WithoutReflection, fleet.Admin with WithAdmin), whose names all
+// start with "fleet.". Safe for concurrent use.
 func (s *Server) Services() map[string][]string {
 	out := map[string][]string{}
 	for name, svc := range *s.services.Load() {
