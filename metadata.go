@@ -33,46 +33,103 @@ const AuthKey = "authorization"
 
 type outgoingKey struct{}
 
+// outgoing is the request metadata a context carries: md, then kv's pairs
+// (alternating keys and values), later pairs winning. Neither is modified
+// once stored.
+type outgoing struct {
+	md Metadata
+	kv []string
+}
+
+func outgoingFrom(ctx context.Context) outgoing {
+	o, _ := ctx.Value(outgoingKey{}).(outgoing)
+	return o
+}
+
+// merged returns o as one new map, or nil when it is empty.
+func (o outgoing) merged(extra int) Metadata {
+	if len(o.md) == 0 && len(o.kv) == 0 && extra == 0 {
+		return nil
+	}
+	m := make(Metadata, len(o.md)+len(o.kv)/2+extra)
+	for k, v := range o.md {
+		m[k] = v
+	}
+	for i := 0; i < len(o.kv); i += 2 {
+		m[o.kv[i]] = o.kv[i+1]
+	}
+	return m
+}
+
 // WithOutgoingMetadata returns a context whose calls send md as request
 // metadata, merged over any metadata already attached to ctx (keys in md
 // win). The map is copied; md may be reused after the call.
 func WithOutgoingMetadata(ctx context.Context, md Metadata) context.Context {
-	if prev, ok := ctx.Value(outgoingKey{}).(Metadata); ok && len(prev) > 0 {
-		merged := prev.Clone()
-		for k, v := range md {
-			merged[k] = v
-		}
-		return context.WithValue(ctx, outgoingKey{}, merged)
+	m := outgoingFrom(ctx).merged(len(md))
+	if m == nil {
+		m = make(Metadata, len(md))
 	}
-	return context.WithValue(ctx, outgoingKey{}, md.Clone())
+	for k, v := range md {
+		m[k] = v
+	}
+	return context.WithValue(ctx, outgoingKey{}, outgoing{md: m})
 }
 
 // AppendOutgoingMetadata is WithOutgoingMetadata for pairs given as
-// alternating keys and values (k1, v1, k2, v2, ...), later ones winning:
-// it makes the one map the context keeps, where WithOutgoingMetadata
-// copies a map the caller already made. Interceptors that add a few keys
-// on every call (trace context) use it. It panics if kv has an odd
-// length, a programming error.
+// alternating keys and values (k1, v1, k2, v2, ...), later ones winning
+// over earlier ones and over the metadata already attached to ctx. It
+// makes no map: the context keeps kv itself (or, when ctx already carries
+// appended pairs, one new slice holding both), and the client writes the
+// pairs to the request as they are. kv must not be modified after the
+// call. Interceptors that add a few keys on every call (trace context) use
+// it. It panics if kv has an odd length, a programming error.
 func AppendOutgoingMetadata(ctx context.Context, kv ...string) context.Context {
 	if len(kv)%2 != 0 {
 		panic("fleet: AppendOutgoingMetadata: odd number of strings")
 	}
-	prev, _ := ctx.Value(outgoingKey{}).(Metadata)
-	md := make(Metadata, len(prev)+len(kv)/2)
-	for k, v := range prev {
-		md[k] = v
+	o := outgoingFrom(ctx)
+	if len(o.kv) > 0 {
+		all := make([]string, 0, len(o.kv)+len(kv))
+		kv = append(append(all, o.kv...), kv...)
 	}
-	for i := 0; i < len(kv); i += 2 {
-		md[kv[i]] = kv[i+1]
-	}
-	return context.WithValue(ctx, outgoingKey{}, md)
+	o.kv = kv
+	return context.WithValue(ctx, outgoingKey{}, o)
 }
 
 // OutgoingMetadata returns the request metadata attached to ctx by
-// WithOutgoingMetadata, or nil. The returned map must not be modified.
+// WithOutgoingMetadata and AppendOutgoingMetadata, or nil. The returned map
+// must not be modified. When ctx carries appended pairs it is a new map
+// each time; OutgoingPairs reads the same without making one.
 func OutgoingMetadata(ctx context.Context) Metadata {
-	md, _ := ctx.Value(outgoingKey{}).(Metadata)
-	return md
+	o := outgoingFrom(ctx)
+	if len(o.kv) == 0 {
+		return o.md
+	}
+	return o.merged(0)
+}
+
+// OutgoingPairs returns the request metadata attached to ctx as the client
+// writes it to a request: the pairs of md (nil when none), then kv's
+// (alternating keys and values), a later pair winning over an earlier one
+// with the same key, as the server reads them. Neither may be modified. It
+// allocates nothing.
+func OutgoingPairs(ctx context.Context) (md Metadata, kv []string) {
+	o := outgoingFrom(ctx)
+	return o.md, o.kv
+}
+
+// LookupOutgoing returns the value of key in the request metadata attached
+// to ctx (the last one written when appended pairs repeat it) and whether
+// it is there.
+func LookupOutgoing(ctx context.Context, key string) (string, bool) {
+	o := outgoingFrom(ctx)
+	for i := len(o.kv) - 2; i >= 0; i -= 2 {
+		if o.kv[i] == key {
+			return o.kv[i+1], true
+		}
+	}
+	v, ok := o.md[key]
+	return v, ok
 }
 
 // WithResponseMetadata returns a context whose next call stores the

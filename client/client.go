@@ -329,22 +329,13 @@ func (c *Client) send(ctx context.Context, call *Call, service, method string, a
 		ms := (d + time.Millisecond - 1) / time.Millisecond
 		h.Timeout = uint32(min(ms, 1<<32-1))
 	}
-	md := fleet.OutgoingMetadata(ctx)
-	if c.opts.authToken != "" {
-		if _, ok := md[fleet.AuthKey]; !ok {
-			md = md.Clone()
-			if md == nil {
-				md = fleet.Metadata{}
-			}
-			md[fleet.AuthKey] = c.opts.authToken
-		}
-	}
+	md, kv := c.outgoing(ctx)
 	if call != nil {
 		h.Seq = c.seq.Add(1)
 		call.seq = h.Seq
 	}
 	bp := bufpool.Get(max(1024, int(c.sizeHint.Load())))
-	buf, start := protocol.BeginFrame((*bp)[:0], &h, service, method, md)
+	buf, start := protocol.BeginFrame((*bp)[:0], &h, service, method, md, kv...)
 	p0 := len(buf)
 	buf, err := codec.MarshalAppend(cd, buf, args)
 	if err == nil && c.opts.comp != compress.None && len(buf)-p0 >= c.opts.compressMin {
@@ -605,3 +596,17 @@ func (c *Client) Draining() bool { return c.draining.Load() }
 
 // RemoteAddr returns the server's address.
 func (c *Client) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// outgoing returns the request metadata of a call made with ctx, as
+// protocol.BeginFrame writes it: ctx's (fleet.OutgoingPairs) plus the
+// client's auth token under fleet.AuthKey when ctx sets none. It allocates
+// only to add the token.
+func (c *Client) outgoing(ctx context.Context) (fleet.Metadata, []string) {
+	md, kv := fleet.OutgoingPairs(ctx)
+	if c.opts.authToken != "" {
+		if _, ok := fleet.LookupOutgoing(ctx, fleet.AuthKey); !ok {
+			kv = append(kv[:len(kv):len(kv)], fleet.AuthKey, c.opts.authToken)
+		}
+	}
+	return md, kv
+}

@@ -134,16 +134,7 @@ func (c *Client) openStreamNow(ctx context.Context, service, method string, cdID
 		}
 		h.Timeout = uint32(min((d+time.Millisecond-1)/time.Millisecond, 1<<32-1))
 	}
-	md := fleet.OutgoingMetadata(ctx)
-	if c.opts.authToken != "" {
-		if _, ok := md[fleet.AuthKey]; !ok {
-			md = md.Clone()
-			if md == nil {
-				md = fleet.Metadata{}
-			}
-			md[fleet.AuthKey] = c.opts.authToken
-		}
-	}
+	md, kv := c.outgoing(ctx)
 	win := c.ext.hello.Setting(protocol.SettingStreamWindow, DefaultStreamWindow, protocol.MaxWindow)
 	st := &clientStream{
 		c: c, codec: cd, codecID: byte(cdID),
@@ -160,7 +151,8 @@ func (c *Client) openStreamNow(ctx context.Context, service, method string, cdID
 	}
 	st.id = c.seq.Add(1)
 	h.Seq = st.id
-	frame, err := protocol.AppendFrame(nil, &h, service, method, md, nil, c.opts.limits.MaxFrameSize)
+	frame, start := protocol.BeginFrame(nil, &h, service, method, md, kv...)
+	err := protocol.EndFrame(frame, start, c.opts.limits.MaxFrameSize)
 	if err != nil {
 		st.cancel(nil)
 		return nil, fleet.Errorf(fleet.ResourceExhausted, "stream open: %v: %w", err, ErrNotSent)

@@ -139,8 +139,10 @@ func malformed(why string) error {
 // BeginFrame appends a frame's length prefix (a placeholder), header,
 // names and metadata to dst and returns the extended slice and the offset
 // at which the frame starts. The caller appends the payload and then calls
-// EndFrame. Metadata is written in map order.
-func BeginFrame(dst []byte, h *Header, service, method string, md fleet.Metadata) ([]byte, int) {
+// EndFrame. md's pairs are written in map order, then kv's (alternating
+// keys and values, as fleet.OutgoingPairs returns them); a reader keeps
+// the last value of a repeated key.
+func BeginFrame(dst []byte, h *Header, service, method string, md fleet.Metadata, kv ...string) ([]byte, int) {
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0,
 		byte(Magic>>8), byte(Magic&0xFF), Version, byte(h.Type), byte(h.Flags),
@@ -151,14 +153,21 @@ func BeginFrame(dst []byte, h *Header, service, method string, md fleet.Metadata
 	dst = append(dst, service...)
 	dst = binary.AppendUvarint(dst, uint64(len(method)))
 	dst = append(dst, method...)
-	dst = binary.AppendUvarint(dst, uint64(len(md)))
+	dst = binary.AppendUvarint(dst, uint64(len(md)+len(kv)/2))
 	for k, v := range md {
-		dst = binary.AppendUvarint(dst, uint64(len(k)))
-		dst = append(dst, k...)
-		dst = binary.AppendUvarint(dst, uint64(len(v)))
-		dst = append(dst, v...)
+		dst = appendPair(dst, k, v)
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		dst = appendPair(dst, kv[i], kv[i+1])
 	}
 	return dst, start
+}
+
+func appendPair(dst []byte, k, v string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(k)))
+	dst = append(dst, k...)
+	dst = binary.AppendUvarint(dst, uint64(len(v)))
+	return append(dst, v...)
 }
 
 // EndFrame writes the length prefix of the frame that starts at start in

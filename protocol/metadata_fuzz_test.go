@@ -10,6 +10,49 @@ import (
 	"github.com/fleetrpc/fleet/protocol"
 )
 
+// checkPairsOnWire attaches the first pairs of kv as a map
+// (WithOutgoingMetadata) and appends the rest in two steps
+// (AppendOutgoingMetadata), writes fleet.OutgoingPairs into a frame as the
+// client does, and checks that the server's reading of the frame (later
+// pairs win), fleet.OutgoingMetadata and fleet.LookupOutgoing all agree.
+func checkPairsOnWire(t *testing.T, kv []string) {
+	t.Helper()
+	n := len(kv) / 2
+	first := fleet.Metadata{}
+	for i := 0; i < n/2; i++ {
+		first[kv[2*i]] = kv[2*i+1]
+	}
+	mid := 2 * (n/2 + (n-n/2)/2)
+	ctx := fleet.WithOutgoingMetadata(context.Background(), first)
+	ctx = fleet.AppendOutgoingMetadata(ctx, kv[2*(n/2):mid]...)
+	ctx = fleet.AppendOutgoingMetadata(ctx, kv[mid:]...)
+	want := fleet.OutgoingMetadata(ctx)
+	md, pairs := fleet.OutgoingPairs(ctx)
+	buf, start := protocol.BeginFrame(nil, &protocol.Header{Type: protocol.TypeRequest, Seq: 1}, "S", "M", md, pairs...)
+	if err := protocol.EndFrame(buf, start, 0); err != nil {
+		t.Fatal(err)
+	}
+	big := protocol.Limits{MaxMetadataCount: 1 << 20, MaxMetadataSize: 1 << 20}.WithDefaults()
+	fr, err := protocol.Parse(buf[protocol.PrefixSize:], &big)
+	if err != nil {
+		t.Fatalf("frame of OutgoingPairs refused: %v", err)
+	}
+	if got := fr.Metadata(); !maps.Equal(got, want) {
+		t.Fatalf("server reads %q, OutgoingMetadata %q", got, want)
+	}
+	for k, v := range want {
+		if got, ok := fleet.LookupOutgoing(ctx, k); !ok || got != v {
+			t.Fatalf("LookupOutgoing(%q) = %q, %v; want %q", k, got, ok, v)
+		}
+	}
+	const absent = "\xffnot-sent"
+	if _, ok := fleet.LookupOutgoing(ctx, absent); ok != hasKey(want, absent) {
+		t.Fatalf("LookupOutgoing(%q) = %v, OutgoingMetadata has it: %v", absent, ok, hasKey(want, absent))
+	}
+}
+
+func hasKey(md fleet.Metadata, k string) bool { _, ok := md[k]; return ok }
+
 // FuzzFrameMetadata builds metadata from arbitrary bytes (NUL-separated
 // alternating keys and values) through fleet.AppendOutgoingMetadata and
 // fleet.WithOutgoingMetadata, writes it into a frame and parses it back
@@ -44,6 +87,8 @@ func FuzzFrameMetadata(f *testing.F) {
 		if m := fleet.OutgoingMetadata(fleet.WithOutgoingMetadata(context.Background(), want)); !maps.Equal(m, want) {
 			t.Fatalf("WithOutgoingMetadata gave %q, want %q", m, want)
 		}
+
+		checkPairsOnWire(t, kv)
 
 		buf, err := protocol.AppendFrame(nil, &protocol.Header{Type: protocol.TypeRequest, Seq: 1}, "S", "M", want, []byte("p"), 0)
 		if err != nil {

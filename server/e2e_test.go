@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/rpc"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -417,6 +419,48 @@ func TestMetadataBothWays(t *testing.T) {
 	}
 	if out.S != "v1|tcp" || back["back"] != "v-v1" {
 		t.Fatalf("handler saw %q, client got back %v", out.S, back)
+	}
+}
+
+// TestAppendedMetadataAndAuthToken sends metadata attached as a map, then
+// appended pairs (one overriding the map), from a client with an auth
+// token: the handler sees the merged metadata, later pairs winning, and
+// the token; a token appended by the caller wins over the client's.
+func TestAppendedMetadataAndAuthToken(t *testing.T) {
+	var tokens []string
+	var mu sync.Mutex
+	srv := server.New(server.WithAuth(func(ctx context.Context, info *fleet.CallInfo, token string) error {
+		mu.Lock()
+		tokens = append(tokens, token)
+		mu.Unlock()
+		return nil
+	}))
+	var seen fleet.Metadata
+	srv.RegisterFunction("M", "Do", func(ctx context.Context, in *Msg, out *Msg) error {
+		seen = fleet.IncomingMetadata(ctx).Clone()
+		return nil
+	})
+	c := dial(t, testutil.Serve(t, srv), client.WithAuthToken("client-token"))
+	ctx := fleet.WithOutgoingMetadata(context.Background(), fleet.Metadata{"a": "map", "b": "map"})
+	ctx = fleet.AppendOutgoingMetadata(ctx, "b", "pair", "c", "pair")
+	if err := c.Call(ctx, "M", "Do", &Msg{}, &Msg{}); err != nil {
+		t.Fatal(err)
+	}
+	want := fleet.Metadata{"a": "map", "b": "pair", "c": "pair", fleet.AuthKey: "client-token"}
+	if !maps.Equal(seen, want) {
+		t.Fatalf("handler saw %q, want %q", seen, want)
+	}
+	ctx = fleet.AppendOutgoingMetadata(ctx, fleet.AuthKey, "caller-token")
+	if err := c.Call(ctx, "M", "Do", &Msg{}, &Msg{}); err != nil {
+		t.Fatal(err)
+	}
+	if seen[fleet.AuthKey] != "caller-token" || seen["b"] != "pair" {
+		t.Fatalf("handler saw %q, want the caller's token and b=pair", seen)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(tokens, []string{"client-token", "caller-token"}) {
+		t.Fatalf("auth saw tokens %q", tokens)
 	}
 }
 

@@ -114,8 +114,8 @@ type fleetServer struct {
 	srv *server.Server
 }
 
-func newFleetServer(o ServerOptions, hello func(*server.Server, time.Duration) error) (Server, error) {
-	s := &fleetServer{srv: server.New()}
+func newFleetServer(o ServerOptions, hello func(*server.Server, time.Duration) error, opts ...server.Option) (Server, error) {
+	s := &fleetServer{srv: server.New(opts...)}
 	if err := hello(s.srv, o.Sleep); err != nil {
 		return nil, err
 	}
@@ -146,7 +146,12 @@ type fleetClient struct {
 }
 
 func dialFleet(ctx context.Context, addr string, o ClientOptions) (Client, error) {
-	opts := []client.Option{client.WithCodec(codec.Protobuf)}
+	return dialFleetWith(ctx, addr, o)
+}
+
+// dialFleetWith is dialFleet with extra client options.
+func dialFleetWith(ctx context.Context, addr string, o ClientOptions, extra ...client.Option) (Client, error) {
+	opts := append([]client.Option{client.WithCodec(codec.Protobuf)}, extra...)
 	if o.Compress {
 		opts = append(opts, client.WithCompression(compress.Zstd, 512))
 	}

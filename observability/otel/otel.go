@@ -42,10 +42,19 @@ const (
 type Option func(*config)
 
 type config struct {
-	tp    trace.TracerProvider
-	mp    metric.MeterProvider
-	props propagation.TextMapPropagator
+	tp           trace.TracerProvider
+	mp           metric.MeterProvider
+	props        propagation.TextMapPropagator
+	samplerAttrs bool
 }
+
+// WithSamplerAttributes passes a span's rpc.* attributes (and, on the
+// client, server.address and server.port) to the tracer's Start, so that a
+// sampler can decide on them. Default off: a sampler sees the span's name
+// ("Service/Method") and kind, and the attributes are set once the span is
+// known to be recording, because handing them to Start makes the SDK copy
+// them on every call, sampled or not.
+func WithSamplerAttributes() Option { return func(c *config) { c.samplerAttrs = true } }
 
 // WithTracerProvider sets the tracer provider. Default
 // otel.GetTracerProvider() at the time New runs.
@@ -65,10 +74,11 @@ func WithPropagators(p propagation.TextMapPropagator) Option {
 // Telemetry makes the interceptors. Make it with New; it is safe for
 // concurrent use.
 type Telemetry struct {
-	tracer    trace.Tracer
-	props     propagation.TextMapPropagator
-	serverDur metric.Float64Histogram
-	clientDur metric.Float64Histogram
+	tracer       trace.Tracer
+	samplerAttrs bool
+	props        propagation.TextMapPropagator
+	serverDur    metric.Float64Histogram
+	clientDur    metric.Float64Histogram
 
 	methods table[*methodTel]
 }
@@ -78,9 +88,10 @@ type Telemetry struct {
 // allocates none of them.
 type methodTel struct {
 	service, method string
-	name            string               // "Service/Method"
-	start           []attribute.KeyValue // rpc.system, rpc.service, rpc.method
-	serverStart     []trace.SpanStartOption
+	name            string                                           // "Service/Method"
+	start           []attribute.KeyValue                             // rpc.system, rpc.service, rpc.method
+	serverStart     []trace.SpanStartOption                          // kind, and the attributes WithSamplerAttributes
+	serverLate      []attribute.KeyValue                             // attributes set on recording spans after Start
 	ends            [fleet.ShuttingDown + 1]atomic.Pointer[endAttrs] // by code
 }
 
@@ -112,7 +123,7 @@ func New(opts ...Option) *Telemetry {
 	if c.props == nil {
 		c.props = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	}
-	t := &Telemetry{tracer: c.tp.Tracer(ScopeName), props: c.props}
+	t := &Telemetry{tracer: c.tp.Tracer(ScopeName), props: c.props, samplerAttrs: c.samplerAttrs}
 	meter := c.mp.Meter(ScopeName)
 	// Bucket boundaries from the semantic conventions' advice for RPC
 	// call durations.
@@ -133,12 +144,18 @@ func New(opts ...Option) *Telemetry {
 func (t *Telemetry) method(service, method string) *methodTel {
 	return t.methods.get(service, method, func() *methodTel {
 		start := []attribute.KeyValue{RPCSystemKey.String(System), RPCServiceKey.String(service), RPCMethodKey.String(method)}
-		return &methodTel{
+		m := &methodTel{
 			service: service, method: method,
 			name:        service + "/" + method,
 			start:       start,
-			serverStart: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(start...)},
+			serverStart: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)},
 		}
+		if t.samplerAttrs {
+			m.serverStart = append(m.serverStart, trace.WithAttributes(start...))
+		} else {
+			m.serverLate = start
+		}
+		return m
 	})
 }
 
@@ -166,10 +183,10 @@ func (m *methodTel) endFor(code fleet.Code) *endAttrs {
 // caller's trace from the request metadata, runs the call under a server
 // span and records rpc.server.call.duration.
 //
-// The span starts with the method's attributes (built once per method);
-// the address attributes and the outcome are added only when the sampler
-// made the span recording, so an unsampled call costs the span's start and
-// end and the duration measurement.
+// The method's attributes are built once per method; they, the address
+// attributes and the outcome are added only when the sampler made the span
+// recording (see WithSamplerAttributes), so an unsampled call costs the
+// span's start and end and the duration measurement.
 func (t *Telemetry) ServerInterceptor() server.Interceptor {
 	return func(ctx context.Context, info *fleet.CallInfo, args, reply any, next server.Handler) error {
 		if len(info.Metadata) > 0 {
@@ -179,8 +196,9 @@ func (t *Telemetry) ServerInterceptor() server.Interceptor {
 		ctx, span := t.tracer.Start(ctx, m.name, m.serverStart...)
 		recording := span.IsRecording()
 		if recording {
-			var buf [4]attribute.KeyValue
-			addrs := appendAddr(buf[:0], info.LocalAddr, ServerAddressKey, ServerPortKey)
+			var buf [7]attribute.KeyValue
+			addrs := append(buf[:0], m.serverLate...)
+			addrs = appendAddr(addrs, info.LocalAddr, ServerAddressKey, ServerPortKey)
 			addrs = appendAddr(addrs, info.RemoteAddr, ClientAddressKey, ClientPortKey)
 			span.SetAttributes(addrs...)
 		}
@@ -237,7 +255,8 @@ func (t *Telemetry) ClientInterceptorFor(addr string) client.Interceptor {
 // interceptor (they include that interceptor's server address).
 type clientMethod struct {
 	m    *methodTel
-	opts []trace.SpanStartOption
+	opts []trace.SpanStartOption // kind, and the attributes WithSamplerAttributes
+	late []attribute.KeyValue    // attributes set on recording spans after Start
 }
 
 func (t *Telemetry) clientInterceptor(server []attribute.KeyValue) client.Interceptor {
@@ -246,9 +265,19 @@ func (t *Telemetry) clientInterceptor(server []attribute.KeyValue) client.Interc
 		cm := methods.get(service, method, func() *clientMethod {
 			m := t.method(service, method)
 			attrs := append(append([]attribute.KeyValue{}, m.start...), server...)
-			return &clientMethod{m: m, opts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...)}}
+			cm := &clientMethod{m: m, opts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}}
+			if t.samplerAttrs {
+				cm.opts = append(cm.opts, trace.WithAttributes(attrs...))
+			} else {
+				cm.late = attrs
+			}
+			return cm
 		})
 		ctx, span := t.tracer.Start(ctx, cm.m.name, cm.opts...)
+		recording := span.IsRecording()
+		if recording && len(cm.late) > 0 {
+			span.SetAttributes(cm.late...)
+		}
 		var pc pairCarrier
 		t.props.Inject(ctx, &pc)
 		if len(pc.kv) > 0 {
@@ -259,7 +288,7 @@ func (t *Telemetry) clientInterceptor(server []attribute.KeyValue) client.Interc
 		d := time.Since(epoch) - start
 		ea := cm.m.endFor(fleet.CodeOf(err))
 		t.clientDur.Record(ctx, d.Seconds(), ea.record...)
-		if span.IsRecording() {
+		if recording {
 			span.SetAttributes(ea.end...)
 			if err != nil {
 				span.SetStatus(codes.Error, err.Error())
