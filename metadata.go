@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"net"
+	"sync/atomic"
 
 	"github.com/fleetrpc/fleet/internal/ctxkey"
 )
@@ -146,10 +147,14 @@ func WithResponseMetadata(ctx context.Context, dst *Metadata) context.Context {
 //
 // A CallInfo belongs to one call; its methods are safe to use from the
 // handler's goroutines only until the handler returns.
+//
+// The request metadata is read with Metadata (a map, made on first use)
+// or MetadataValue (one key, no map): a server keeps it in its wire form
+// until asked, so a call whose metadata only an auth check or a trace
+// propagator reads costs no map.
 type CallInfo struct {
 	Service    string   // service name as the client sent it
 	Method     string   // method name as the client sent it
-	Metadata   Metadata // request metadata; nil when the client sent none
 	RemoteAddr net.Addr // the caller's address
 	LocalAddr  net.Addr // the server's address for this connection
 	Oneway     bool     // the caller expects no response
@@ -157,6 +162,109 @@ type CallInfo struct {
 	// ResponseMetadata is sent back to the caller with the response. Set
 	// it with SetResponseMetadata.
 	ResponseMetadata Metadata
+
+	md    atomic.Pointer[Metadata] // the map, once made or set
+	wire  string                   // or the metadata section in wire form
+	wireN int                      // and its number of pairs
+}
+
+// Metadata returns the request metadata, or nil when the client sent
+// none. The first call makes the map (a key the client repeated keeps its
+// last value); later calls return the same map, which must not be
+// modified. Safe for concurrent use.
+func (ci *CallInfo) Metadata() Metadata {
+	if p := ci.md.Load(); p != nil {
+		return *p
+	}
+	if ci.wireN == 0 {
+		return nil
+	}
+	m := make(Metadata, ci.wireN)
+	rangeWire(ci.wire, ci.wireN, func(k, v string) { m[k] = v })
+	if ci.md.CompareAndSwap(nil, &m) {
+		return m
+	}
+	return *ci.md.Load()
+}
+
+// MetadataValue returns the value of key in the request metadata (the
+// last one when the client repeated the key) and whether it is there. It
+// makes no map. Safe for concurrent use.
+func (ci *CallInfo) MetadataValue(key string) (string, bool) {
+	if p := ci.md.Load(); p != nil {
+		v, ok := (*p)[key]
+		return v, ok
+	}
+	var v string
+	var ok bool
+	rangeWire(ci.wire, ci.wireN, func(k, val string) {
+		if k == key {
+			v, ok = val, true
+		}
+	})
+	return v, ok
+}
+
+// MetadataLen returns the number of request metadata pairs: as sent (a
+// repeated key counted each time) until Metadata is called, the map's size
+// after.
+func (ci *CallInfo) MetadataLen() int {
+	if p := ci.md.Load(); p != nil {
+		return len(*p)
+	}
+	return ci.wireN
+}
+
+// SetMetadata sets the request metadata to md, which is kept, not copied.
+// It is for code that builds a CallInfo for a call it is about to run (a
+// server, a gateway); it must not be called once the call runs.
+func (ci *CallInfo) SetMetadata(md Metadata) {
+	ci.wire, ci.wireN = "", 0
+	if md == nil {
+		ci.md.Store(nil)
+		return
+	}
+	ci.md.Store(&md)
+}
+
+// SetWireMetadata sets the request metadata to the n pairs of section in
+// Fleet's wire form (docs/protocol.md, "Metadata": each key, then its
+// value, as a uvarint byte length followed by the bytes), which the caller
+// has validated (protocol.Parse does; protocol.Frame.MetadataSection
+// returns it). The map is made only if Metadata is called. Like
+// SetMetadata, it is for the code that builds the CallInfo.
+func (ci *CallInfo) SetWireMetadata(section string, n int) {
+	ci.md.Store(nil)
+	ci.wire, ci.wireN = section, n
+}
+
+// rangeWire calls fn for each of the n pairs of a validated metadata
+// section, in order.
+func rangeWire(s string, n int, fn func(k, v string)) {
+	for i := 0; i < n; i++ {
+		var k, v string
+		k, s = wireString(s)
+		v, s = wireString(s)
+		fn(k, v)
+	}
+}
+
+// wireString reads a uvarint length and that many bytes from a validated
+// section.
+func wireString(s string) (string, string) {
+	var n uint64
+	var shift uint
+	i := 0
+	for ; i < len(s); i++ {
+		b := s[i]
+		n |= uint64(b&0x7F) << shift
+		if b < 0x80 {
+			i++
+			break
+		}
+		shift += 7
+	}
+	return s[i : i+int(n)], s[i+int(n):]
 }
 
 // CallInfoFrom returns the *CallInfo of the call ctx belongs to, or nil
@@ -170,7 +278,7 @@ func CallInfoFrom(ctx context.Context) *CallInfo {
 // or nil. The returned map must not be modified.
 func IncomingMetadata(ctx context.Context) Metadata {
 	if ci := CallInfoFrom(ctx); ci != nil {
-		return ci.Metadata
+		return ci.Metadata()
 	}
 	return nil
 }

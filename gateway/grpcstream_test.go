@@ -538,7 +538,7 @@ func TestGRPCStreamAuthInterceptorLimits(t *testing.T) {
 		}),
 		server.WithStreamInterceptor(func(ctx context.Context, info *fleet.CallInfo, next func(context.Context) error) error {
 			seen.Add(1)
-			if info.Metadata["refuse"] != "" {
+			if info.Metadata()["refuse"] != "" {
 				return fleet.NewError(fleet.PermissionDenied, "refused by interceptor")
 			}
 			return next(ctx)

@@ -314,6 +314,16 @@ func (f *Frame) RangeMetadata(fn func(k, v []byte) bool) {
 	}
 }
 
+// MetadataSection returns the frame's metadata section, copied into a new
+// string (one allocation; "" without metadata), and its number of pairs:
+// what fleet.CallInfo.SetWireMetadata takes.
+func (f *Frame) MetadataSection() (string, int) {
+	if f.mdCount == 0 {
+		return "", 0
+	}
+	return string(f.md), f.mdCount
+}
+
 // Metadata returns the frame's metadata as a new map, or nil when it has
 // none. Later duplicates of a key win. The keys and values share one
 // string copied from the frame (two allocations for the whole section,

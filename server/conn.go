@@ -182,7 +182,7 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 	}
 	if s.opts.auth != nil {
 		cctx = c.newCallCtx(&f, string(f.Service), string(f.Method))
-		if aerr := s.opts.auth(cctx, &cctx.info, cctx.info.Metadata[fleet.AuthKey]); aerr != nil {
+		if aerr := s.opts.auth(cctx, &cctx.info, authToken(&cctx.info)); aerr != nil {
 			refuse(asCode(aerr, fleet.Unauthenticated))
 			return
 		}
@@ -315,9 +315,10 @@ func (c *conn) newCallCtx(f *protocol.Frame, service, method string) *callCtx {
 func (c *conn) initCallCtx(cctx *callCtx, f *protocol.Frame, service, method string) {
 	cctx.Context = c.ctx
 	cctx.info = fleet.CallInfo{
-		Service: service, Method: method, Metadata: f.Metadata(),
+		Service: service, Method: method,
 		RemoteAddr: c.remote, LocalAddr: c.local, Oneway: f.Flags&protocol.FlagOneway != 0,
 	}
+	cctx.info.SetWireMetadata(f.MetadataSection())
 	if f.Timeout > 0 {
 		cctx.dl.Context = c.ctx
 		cctx.dl.deadline = time.Now().Add(time.Duration(f.Timeout) * time.Millisecond)
@@ -561,4 +562,11 @@ func (c *conn) close(flush bool) {
 			h.OnConnClose(c.nc)
 		}
 	})
+}
+
+// authToken returns the credential the request carries under
+// fleet.AuthKey ("" for none), without making its metadata map.
+func authToken(ci *fleet.CallInfo) string {
+	v, _ := ci.MetadataValue(fleet.AuthKey)
+	return v
 }

@@ -97,10 +97,10 @@ func ExampleWithInterceptor() {
 		return err
 	}
 	tenantOnly := func(ctx context.Context, info *fleet.CallInfo, args, reply any, next server.Handler) error {
-		if info.Metadata["tenant"] == "" {
+		if info.Metadata()["tenant"] == "" {
 			return fleet.NewError(fleet.PermissionDenied, "no tenant")
 		}
-		fleet.SetResponseMetadata(ctx, "served-for", info.Metadata["tenant"])
+		fleet.SetResponseMetadata(ctx, "served-for", info.Metadata()["tenant"])
 		return next(ctx, args, reply)
 	}
 	srv := server.New(server.WithInterceptor(logCalls, tenantOnly))

@@ -78,9 +78,10 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 
 	cctx := &callCtx{Context: ctx, m: m}
 	cctx.info = fleet.CallInfo{
-		Service: m.service, Method: m.name, Metadata: call.Metadata,
+		Service: m.service, Method: m.name,
 		RemoteAddr: call.RemoteAddr, LocalAddr: call.LocalAddr, Oneway: call.Oneway,
 	}
+	cctx.info.SetMetadata(call.Metadata)
 	hctx := context.Context(cctx)
 
 	args, replyV := m.newCall()
@@ -88,7 +89,7 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 		err = fleet.Errorf(fleet.InvalidArgument, "decode arguments: %v", uerr)
 	}
 	if err == nil && s.opts.auth != nil {
-		if aerr := s.opts.auth(hctx, &cctx.info, cctx.info.Metadata[fleet.AuthKey]); aerr != nil {
+		if aerr := s.opts.auth(hctx, &cctx.info, authToken(&cctx.info)); aerr != nil {
 			err = asCode(aerr, fleet.Unauthenticated)
 		}
 	}

@@ -165,8 +165,9 @@ func (s *Server) InvokeStream(ctx context.Context, call *StreamCall) (trailer fl
 	}
 	st := &serverStream{
 		srv: s, local: call, codec: call.Codec,
-		info: fleet.CallInfo{Service: call.Service, Method: call.Method, Metadata: call.Metadata, RemoteAddr: call.RemoteAddr, LocalAddr: call.LocalAddr},
+		info: fleet.CallInfo{Service: call.Service, Method: call.Method, RemoteAddr: call.RemoteAddr, LocalAddr: call.LocalAddr},
 	}
+	st.info.SetMetadata(call.Metadata)
 	var cancel context.CancelFunc
 	st.ctx, cancel = context.WithCancel(&streamCtx{Context: ctx, info: &st.info})
 	st.cancel = cancel

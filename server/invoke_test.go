@@ -213,7 +213,7 @@ func (h *invokeHooks) add(s string) { h.mu.Lock(); h.got = append(h.got, s); h.m
 
 func (h *invokeHooks) PostReadRequest(ctx context.Context, info *fleet.CallInfo) error {
 	h.add("postread " + info.Service + "." + info.Method)
-	if info.Metadata["deny"] != "" {
+	if info.Metadata()["deny"] != "" {
 		return fleet.NewError(fleet.PermissionDenied, "denied by hook")
 	}
 	return nil

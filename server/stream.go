@@ -184,7 +184,7 @@ func (c *conn) openStream(f protocol.Frame, buf *[]byte) {
 	s := c.s
 	seq, cdID, timeout, compID := f.Seq, f.Codec, f.Timeout, compress.ID(f.Compression)
 	svc, method := string(f.Service), string(f.Method)
-	md := f.Metadata()
+	mdWire, mdN := f.MetadataSection()
 	bufpool.Put(buf)
 	c.noteSeq(seq)
 	so := s.opts.stream.withDefaults()
@@ -203,8 +203,9 @@ func (c *conn) openStream(f protocol.Frame, buf *[]byte) {
 		srv: s, c: c, id: seq, codec: cd, codecID: cdID, comp: compID,
 		inbox:  flow.NewInbox(int64(so.window), int64(so.maxMessage)),
 		credit: flow.NewCredit(int64(c.ext.peerWindow.Load())),
-		info:   fleet.CallInfo{Service: svc, Method: method, Metadata: md, RemoteAddr: c.remote, LocalAddr: c.local},
+		info:   fleet.CallInfo{Service: svc, Method: method, RemoteAddr: c.remote, LocalAddr: c.local},
 	}
+	st.info.SetWireMetadata(mdWire, mdN)
 	parent := c.ctx
 	var cancelTimeout context.CancelFunc = func() {}
 	if timeout > 0 {
@@ -265,7 +266,7 @@ func (st *serverStream) serve(h *streamHandler) error {
 	s := st.srv
 	var err error
 	if s.opts.auth != nil {
-		if aerr := s.opts.auth(st.ctx, &st.info, st.info.Metadata[fleet.AuthKey]); aerr != nil {
+		if aerr := s.opts.auth(st.ctx, &st.info, authToken(&st.info)); aerr != nil {
 			err = asCode(aerr, fleet.Unauthenticated)
 		}
 	}

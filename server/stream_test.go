@@ -458,7 +458,7 @@ func TestStreamInterceptors(t *testing.T) {
 			return err
 		},
 		func(ctx context.Context, info *fleet.CallInfo, next func(context.Context) error) error {
-			if info.Metadata["deny"] != "" {
+			if info.Metadata()["deny"] != "" {
 				return fleet.NewError(fleet.PermissionDenied, "denied by interceptor")
 			}
 			return next(ctx)

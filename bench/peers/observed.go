@@ -113,4 +113,3 @@ func (c *observedClient) Close() error {
 	c.tel.shutdown()
 	return err
 }
-

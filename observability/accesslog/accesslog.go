@@ -77,7 +77,7 @@ func Server(logger *slog.Logger, opts ...Option) server.Interceptor {
 		if info.Oneway {
 			attrs = append(attrs, slog.Bool("oneway", true))
 		}
-		c.log(ctx, l, info.Metadata, err, attrs)
+		c.log(ctx, l, info.Metadata(), err, attrs)
 		return err
 	}
 }

@@ -189,8 +189,8 @@ func (m *methodTel) endFor(code fleet.Code) *endAttrs {
 // span's start and end and the duration measurement.
 func (t *Telemetry) ServerInterceptor() server.Interceptor {
 	return func(ctx context.Context, info *fleet.CallInfo, args, reply any, next server.Handler) error {
-		if len(info.Metadata) > 0 {
-			ctx = t.props.Extract(ctx, metadataCarrier(info.Metadata))
+		if info.MetadataLen() > 0 {
+			ctx = t.props.Extract(ctx, infoCarrier{info})
 		}
 		m := t.method(info.Service, info.Method)
 		ctx, span := t.tracer.Start(ctx, m.name, m.serverStart...)
@@ -348,16 +348,24 @@ func appendAddr(attrs []attribute.KeyValue, addr net.Addr, hostKey, portKey attr
 	return attrs
 }
 
-// metadataCarrier adapts fleet.Metadata to propagation.TextMapCarrier.
-// The W3C header names are lower case, as Fleet metadata keys are
-// case-sensitive.
-type metadataCarrier fleet.Metadata
+// infoCarrier adapts a call's request metadata to
+// propagation.TextMapCarrier for extraction: Get reads one key without
+// making the metadata map (fleet.CallInfo.MetadataValue); Set does
+// nothing. The W3C header names are lower case, as Fleet metadata keys
+// are case-sensitive.
+type infoCarrier struct{ ci *fleet.CallInfo }
 
-func (m metadataCarrier) Get(key string) string { return m[key] }
-func (m metadataCarrier) Set(key, value string) { m[key] = value }
-func (m metadataCarrier) Keys() []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
+func (c infoCarrier) Get(key string) string {
+	v, _ := c.ci.MetadataValue(key)
+	return v
+}
+
+func (c infoCarrier) Set(string, string) {}
+
+func (c infoCarrier) Keys() []string {
+	md := c.ci.Metadata()
+	keys := make([]string, 0, len(md))
+	for k := range md {
 		keys = append(keys, k)
 	}
 	return keys
