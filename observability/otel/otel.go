@@ -371,13 +371,15 @@ func (c infoCarrier) Keys() []string {
 	return keys
 }
 
-// pairCarrier collects what a propagator injects as key, value pairs, for
-// fleet.AppendOutgoingMetadata to make the request's metadata map from in
-// one step. The first three pairs (traceparent, tracestate, baggage) fit
-// in buf.
+// pairCarrier collects what a propagator injects as key, value pairs,
+// which fleet.AppendOutgoingMetadata then keeps as they are (no map). The
+// first pair fits in buf: the W3C propagators write
+// traceparent always, tracestate and baggage only when not empty, so most
+// calls need no second allocation (and a small buf keeps the carrier, which
+// escapes, in a small size class).
 type pairCarrier struct {
 	kv  []string
-	buf [6]string
+	buf [2]string
 }
 
 func (c *pairCarrier) Get(key string) string {
