@@ -93,7 +93,7 @@ everything in under a minute and writes nothing unless --out is given.`,
 	f.BoolVar(&quick, "quick", false, "run every scenario and peer in under 60 s (fewer calls, fewer concurrency levels)")
 	f.BoolVar(&jsonOut, "json", false, "print the results as JSON on stdout instead of the tables")
 	f.StringVar(&out, "out", "docs/benchmarks.md", "markdown report to write, with charts in img/ beside it and the JSON results (default with --quick: none)")
-	f.StringSliceVar(&peerList, "peers", nil, "peers to measure: "+strings.Join(peers.Names(), ",")+" (default: all but the variants "+strings.Join(variants(), ",")+", which register Fleet's echo service by typed Handle and on a value receiver)")
+	f.StringSliceVar(&peerList, "peers", nil, "peers to measure: "+strings.Join(peers.Names(), ",")+" (default: all but the variants "+strings.Join(variants(), ",")+": other set-ups of Fleet (typed Handle, value receiver, metrics and tracing on, behind the gateway), measured only when named)")
 	f.StringVar(&render, "render", "", "measure nothing: print the tables of an earlier run's JSON results (and rewrite --out and its charts from them)")
 	f.IntVar(&repeat, "repeat", 1, "run the echo scenario this many rounds and report the median and the spread of each figure")
 	f.IntVar(&senders, "log-senders", 4, "goroutines shipping log batches over the one connection of the logs scenario")
