@@ -208,8 +208,10 @@ func (b *goBuilder) field(dp *descriptorpb.DescriptorProto, parent protoreflect.
 		}
 		efull := parent.Append(entry)
 		kt := t.Key()
+		// encoding/json, which carries the value to Server.Invoke,
+		// encodes string and integer keys only: a bool key is refused.
 		switch kt.Kind() {
-		case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		case reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		default:
 			return fmt.Errorf("map key type %s", kt)
