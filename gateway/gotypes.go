@@ -165,7 +165,7 @@ func (b *goBuilder) message(t reflect.Type, name protoreflect.Name, full protore
 			if n == "-" && !strings.HasPrefix(tag, "-,") {
 				continue
 			}
-			if n != "" {
+			if validJSONName(n) {
 				jsonName = n
 			}
 		}
@@ -175,6 +175,23 @@ func (b *goBuilder) message(t reflect.Type, name protoreflect.Name, full protore
 		plan.fields = append(plan.fields, i)
 	}
 	return dp, nil
+}
+
+// validJSONName reports whether encoding/json takes n, a json tag's name,
+// as the field's name (else it uses the Go field name, and so does the
+// mapping): n is not empty and has only letters, digits, spaces and the
+// punctuation !#$%&()*+-./:;<=>?@[]^_{|}~ (the rule of encoding/json's
+// tag parsing).
+func validJSONName(n string) bool {
+	if n == "" {
+		return false
+	}
+	for _, r := range n {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", r) {
+			return false
+		}
+	}
+	return true
 }
 
 // field appends to dp the field for Go type t, numbered after the last.

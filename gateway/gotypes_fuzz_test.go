@@ -31,6 +31,7 @@ var goTypeFields = []reflect.Type{
 var goTypeTags = []string{
 	"", `json:"a"`, `json:"A"`, `json:"a_b"`, `json:"a-b"`, `json:"-"`, `json:"-,"`,
 	`json:"x,omitempty"`, `json:",string"`, `json:"1x"`, `json:"é"`, `json:"F0"`, `json:"value"`,
+	`json:"a\"b"`, `json:"a\\b,omitempty"`, // names encoding/json rejects: the Go name
 }
 
 // goTypeOf builds the struct type spec describes: two bytes a field, the
