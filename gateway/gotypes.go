@@ -353,7 +353,7 @@ func camel(s string) string {
 // decode turns protobuf bytes of g's message into a new *T (T the Go type).
 func (g *goMessage) decode(b []byte) (any, error) {
 	m := dynamicpb.NewMessage(g.md)
-	if err := proto.Unmarshal(b, m); err != nil {
+	if err := unmarshalDynamic(b, m); err != nil {
 		return nil, fleet.WrapError(fleet.InvalidArgument, err)
 	}
 	v := reflect.New(g.plans[g.md.FullName()].goType)
@@ -361,6 +361,22 @@ func (g *goMessage) decode(b []byte) (any, error) {
 		return nil, fleet.WrapError(fleet.InvalidArgument, err)
 	}
 	return v.Interface(), nil
+}
+
+// unmarshalDynamic is proto.Unmarshal into a dynamicpb message, with a
+// panic of protobuf-go's reflective decoder returned as an error. In
+// google.golang.org/protobuf v1.36.12 a map entry that repeats its key
+// field with another wire type after a valid key (entry bytes
+// 0a 01 6b 08 00) panics in UnmarshalOptions.unmarshalMap ("cannot
+// convert nil to map key"), and grpc-go does not recover a handler's
+// panic: the process would die (found by FuzzGoTypes).
+func unmarshalDynamic(b []byte, m proto.Message) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("proto: cannot parse invalid wire-format data: %v", r)
+		}
+	}()
+	return proto.Unmarshal(b, m)
 }
 
 // encode turns a *T into protobuf bytes of g's message.
