@@ -165,7 +165,7 @@ func (b *goBuilder) message(t reflect.Type, name protoreflect.Name, full protore
 			if n == "-" && !strings.HasPrefix(tag, "-,") {
 				continue
 			}
-			if n != "" {
+			if validJSONName(n) {
 				jsonName = n
 			}
 		}
@@ -175,6 +175,23 @@ func (b *goBuilder) message(t reflect.Type, name protoreflect.Name, full protore
 		plan.fields = append(plan.fields, i)
 	}
 	return dp, nil
+}
+
+// validJSONName reports whether encoding/json takes n, a json tag's name,
+// as the field's name (else it uses the Go field name, and so does the
+// mapping): n is not empty and has only letters, digits, spaces and the
+// punctuation !#$%&()*+-./:;<=>?@[]^_{|}~ (the rule of encoding/json's
+// tag parsing).
+func validJSONName(n string) bool {
+	if n == "" {
+		return false
+	}
+	for _, r := range n {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", r) {
+			return false
+		}
+	}
+	return true
 }
 
 // field appends to dp the field for Go type t, numbered after the last.
@@ -208,8 +225,10 @@ func (b *goBuilder) field(dp *descriptorpb.DescriptorProto, parent protoreflect.
 		}
 		efull := parent.Append(entry)
 		kt := t.Key()
+		// encoding/json, which carries the value to Server.Invoke,
+		// encodes string and integer keys only: a bool key is refused.
 		switch kt.Kind() {
-		case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		case reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		default:
 			return fmt.Errorf("map key type %s", kt)
@@ -334,7 +353,7 @@ func camel(s string) string {
 // decode turns protobuf bytes of g's message into a new *T (T the Go type).
 func (g *goMessage) decode(b []byte) (any, error) {
 	m := dynamicpb.NewMessage(g.md)
-	if err := proto.Unmarshal(b, m); err != nil {
+	if err := unmarshalDynamic(b, m); err != nil {
 		return nil, fleet.WrapError(fleet.InvalidArgument, err)
 	}
 	v := reflect.New(g.plans[g.md.FullName()].goType)
@@ -342,6 +361,22 @@ func (g *goMessage) decode(b []byte) (any, error) {
 		return nil, fleet.WrapError(fleet.InvalidArgument, err)
 	}
 	return v.Interface(), nil
+}
+
+// unmarshalDynamic is proto.Unmarshal into a dynamicpb message, with a
+// panic of protobuf-go's reflective decoder returned as an error. In
+// google.golang.org/protobuf v1.36.12 a map entry that repeats its key
+// field with another wire type after a valid key (entry bytes
+// 0a 01 6b 08 00) panics in UnmarshalOptions.unmarshalMap ("cannot
+// convert nil to map key"), and grpc-go does not recover a handler's
+// panic: the process would die (found by FuzzGoTypes).
+func unmarshalDynamic(b []byte, m proto.Message) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("proto: cannot parse invalid wire-format data: %v", r)
+		}
+	}()
+	return proto.Unmarshal(b, m)
 }
 
 // encode turns a *T into protobuf bytes of g's message.

@@ -3,7 +3,9 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	reflectv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -166,6 +169,14 @@ func (Echoes) Small(_ context.Context, in *SmallArgs, out *int8) error { *out = 
 // SmallArgs has a field narrower than its protobuf type (int32).
 type SmallArgs struct{ V int8 }
 
+// Floats returns its argument (a float that encoding/json cannot encode
+// never reaches it).
+func (Echoes) Floats(_ context.Context, in *RichInner, out *RichInner) error { *out = *in; return nil }
+
+// BoolKeys cannot be served over gRPC: encoding/json does not encode a
+// map with bool keys.
+func (Echoes) BoolKeys(_ context.Context, in *map[bool]string, out *int) error { return nil }
+
 // Bad cannot be served over gRPC: an interface field.
 func (Echoes) Bad(_ context.Context, in *struct{ V any }, out *int) error { return nil }
 
@@ -242,5 +253,99 @@ func TestGRPCGoTypesRoundTrip(t *testing.T) {
 	err = grpcConn(t, addr).Invoke(ctx, "/Echoes/Bad", dynamicpb.NewMessage(in), dynamicpb.NewMessage(out))
 	if status.Code(err) != codes.Unimplemented {
 		t.Fatalf("Bad: %v", err)
+	}
+}
+
+// TestGRPCGoTypesNoJSONForm (FuzzGRPC's findings): a request holding a
+// float encoding/json cannot encode (NaN, ±Inf) is InvalidArgument, not
+// Internal, and a method whose type is a map with bool keys (which
+// encoding/json refuses) is Unimplemented, not Internal on every call.
+func TestGRPCGoTypesNoJSONForm(t *testing.T) {
+	srv := server.New(server.WithLogger(discard()))
+	if err := srv.Register(Echoes{}); err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(srv, gateway.WithLogger(discard()))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(lis) }()
+	defer func() {
+		g.Close()
+		<-done
+	}()
+	addr := lis.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cc := grpcConn(t, addr)
+	in, out := reflectedMethod(t, ctx, addr, "Echoes", "Floats")
+	for _, x := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		req := dynamicpb.NewMessage(in)
+		req.Set(in.Fields().ByName("X"), protoreflect.ValueOfFloat64(x))
+		err := cc.Invoke(ctx, "/Echoes/Floats", req, dynamicpb.NewMessage(out))
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "JSON") {
+			t.Fatalf("X=%v: %v", x, err)
+		}
+	}
+	req := dynamicpb.NewMessage(in)
+	req.Set(in.Fields().ByName("X"), protoreflect.ValueOfFloat64(1.5))
+	reply := dynamicpb.NewMessage(out)
+	if err := cc.Invoke(ctx, "/Echoes/Floats", req, reply); err != nil || reply.Get(out.Fields().ByName("X")).Float() != 1.5 {
+		t.Fatalf("X=1.5: %v %v", reply, err)
+	}
+
+	// The empty message is a valid request of any message type.
+	err = cc.Invoke(ctx, "/Echoes/BoolKeys", dynamicpb.NewMessage(in), dynamicpb.NewMessage(out))
+	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "map key type bool") {
+		t.Fatalf("BoolKeys: %v", err)
+	}
+}
+
+// TestGRPCGoTypesBadMapEntry (FuzzGoTypes's finding): a map entry that
+// repeats its key field with another wire type after a valid key made
+// protobuf-go's reflective decoder panic, which grpc-go does not recover
+// (the process died); it is InvalidArgument, and the gateway serves the
+// next call.
+func TestGRPCGoTypesBadMapEntry(t *testing.T) {
+	srv := server.New(server.WithLogger(discard()))
+	if err := srv.Register(Echoes{}); err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(srv, gateway.WithLogger(discard()))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(lis) }()
+	defer func() {
+		g.Close()
+		<-done
+	}()
+	addr := lis.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cc := grpcConn(t, addr)
+	in, out := reflectedMethod(t, ctx, addr, "Echoes", "Rich")
+	counts := in.Fields().ByName("Counts")
+	// Counts (map<string, int64>): one entry, key "k", then field 1 (the
+	// key) again as a varint. The bytes go out as the request's unknown
+	// fields, as they are.
+	entry := []byte("\x0a\x01k\x08\x00")
+	raw := protowire.AppendTag(nil, counts.Number(), protowire.BytesType)
+	raw = protowire.AppendBytes(raw, entry)
+	req := dynamicpb.NewMessage(in)
+	req.SetUnknown(raw)
+	err = cc.Invoke(ctx, "/Echoes/Rich", req, dynamicpb.NewMessage(out))
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("bad map entry: %v", err)
+	}
+	good := dynamicpb.NewMessage(in)
+	good.Mutable(counts).Map().Set(protoreflect.ValueOfString("k").MapKey(), protoreflect.ValueOfInt64(3))
+	reply := dynamicpb.NewMessage(out)
+	if err := cc.Invoke(ctx, "/Echoes/Rich", good, reply); err != nil || reply.Get(out.Fields().ByName("Counts")).Map().Get(protoreflect.ValueOfString("k").MapKey()).Int() != 3 {
+		t.Fatalf("after the bad entry: %v %v", reply, err)
 	}
 }

@@ -196,8 +196,10 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 		if err != nil {
 			return status.Errorf(codes.InvalidArgument, "%s.%s: %v", name, method, err)
 		}
+		// A value encoding/json cannot encode (a NaN or infinite float,
+		// a TextMarshaler failing) is the request's fault.
 		if call.Payload, err = json.Marshal(v); err != nil {
-			return status.Errorf(codes.Internal, "%s.%s: %v", name, method, err)
+			return status.Errorf(codes.InvalidArgument, "%s.%s: request has no JSON form: %v", name, method, err)
 		}
 		call.Codec = codec.JSONCodec{}
 	}
