@@ -322,7 +322,8 @@ func (st *clientStream) closeSend() error {
 	return st.c.w.Write(protocol.AppendControl(b[:0], protocol.TypeStreamData, protocol.FlagEndStream, st.id, nil))
 }
 
-// Recv decodes the next message into msg. At the stream's end it returns
+// Recv decodes the next message into msg, a new empty message (see
+// streamrecv.UnmarshalNew). At the stream's end it returns
 // io.EOF (status OK) or the status as a *fleet.Error, and releases the
 // stream's resources.
 func (st *clientStream) Recv(msg any) error {
@@ -351,7 +352,7 @@ func (st *clientStream) Recv(msg any) error {
 		}
 		payload = out
 	}
-	if err := st.codec.Unmarshal(payload, msg); err != nil {
+	if err := streamrecv.UnmarshalNew(st.codec, payload, msg); err != nil {
 		return fleet.Errorf(fleet.InvalidArgument, "decode stream message: %v", err)
 	}
 	return nil

@@ -416,6 +416,12 @@ func (t *task) run() {
 // decode decompresses and unmarshals a request's payload into args. room
 // is the decompression limit reserved by decompressRoom.
 func (c *conn) decode(f *protocol.Frame, args any, room int) error {
+	return c.decodeWith(f, args, room, codec.Codec.Unmarshal)
+}
+
+// decodeWith is decode with the codec's unmarshal function given:
+// streams pass streamrecv.UnmarshalNew, whose targets are always new.
+func (c *conn) decodeWith(f *protocol.Frame, args any, room int, unmarshal func(codec.Codec, []byte, any) error) error {
 	cd := codec.Get(codec.ID(f.Codec))
 	if cd == nil {
 		return fleet.Errorf(fleet.InvalidArgument, "unknown codec %d", f.Codec)
@@ -427,7 +433,7 @@ func (c *conn) decode(f *protocol.Frame, args any, room int) error {
 		return fleet.Errorf(fleet.CodeOf(err), "request: %w", err)
 	}
 	defer bufpool.Put(bp)
-	if err := cd.Unmarshal(payload, args); err != nil {
+	if err := unmarshal(cd, payload, args); err != nil {
 		return fleet.Errorf(fleet.InvalidArgument, "decode arguments: %v", err)
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/codec"
+	"github.com/fleetrpc/fleet/internal/streamrecv"
 )
 
 // StreamKind is the kind of a streaming method.
@@ -216,7 +217,7 @@ func (st *serverStream) localRecv(msg any) error {
 	if limit := st.srv.opts.stream.withDefaults().maxMessage; len(b) > limit {
 		return st.localFail(fleet.Errorf(fleet.ResourceExhausted, "stream message of %d bytes exceeds the limit of %d", len(b), limit))
 	}
-	if err := st.codec.Unmarshal(b, msg); err != nil {
+	if err := streamrecv.UnmarshalNew(st.codec, b, msg); err != nil {
 		return st.localFail(fleet.Errorf(fleet.InvalidArgument, "decode stream message: %v", err))
 	}
 	return nil

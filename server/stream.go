@@ -376,8 +376,8 @@ func (st *serverStream) send(msg any) error {
 	return st.c.w.Write(buf)
 }
 
-// Recv decodes the next message into msg; io.EOF after the client's
-// half-close.
+// Recv decodes the next message into msg, a new empty message (see
+// streamrecv.UnmarshalNew); io.EOF after the client's half-close.
 func (st *serverStream) Recv(msg any) error {
 	if st.local != nil {
 		return st.localRecv(msg)
@@ -396,7 +396,7 @@ func (st *serverStream) Recv(msg any) error {
 	if err != nil {
 		return err
 	}
-	return st.c.decode(&m.Frame, msg, room)
+	return st.c.decodeWith(&m.Frame, msg, room, streamrecv.UnmarshalNew)
 }
 
 // grant sends the client a window update for stream id.

@@ -27,10 +27,12 @@ func NewCredit(window int64) *Credit {
 // Acquire waits until n bytes may be sent and takes them: when the credit
 // covers n, or when at most half the window (window/2, rounded down) is
 // outstanding, whatever n (then the credit may turn negative). The second
-// case is what lets a message larger than the credit go: the receiver
-// grants only once half the window is consumed, so a sender that waited
-// for more than that could wait for ever. It returns false, taking
-// nothing, once done is closed.
+// case is what lets a message larger than the credit go: a receiver may
+// wait until half the window is consumed before it grants (Fleet's own
+// receivers grant after a quarter, see GrantDivisor; revision 2 peers
+// before them after half), so a sender that waited for more than that
+// could wait for ever. It returns false, taking nothing, once done is
+// closed.
 func (c *Credit) Acquire(n int64, done <-chan struct{}) bool {
 	for {
 		c.mu.Lock()
@@ -159,10 +161,21 @@ func (in *Inbox) Abort(err error) {
 	in.signal()
 }
 
+// GrantDivisor sets when a receiver grants credit back: once the consumer
+// has taken window/GrantDivisor bytes (at least 1) since the last window
+// update. A quarter, as grpc-go's inbound flow control does, keeps three
+// quarters of the window in flight while the update travels back, so a
+// fast producer is rarely stopped by a round trip; a half (what Fleet did
+// before) left only half, and the consumer of a saturated stream
+// often found its queue empty. The wire format does not change and
+// senders need nothing: any peer accepts more frequent window updates.
+const GrantDivisor = 4
+
 // Next waits for the next message. grant, when positive, is the credit
 // the caller must send back to the peer in a window update (granted once
-// half the window was consumed). err is the inbox's end (io.EOF or the
-// failure) once it is empty, or abort's error when abort is closed first.
+// window/GrantDivisor bytes were consumed since the last grant). err is
+// the inbox's end (io.EOF or the failure) once it is empty, or abort's
+// error when abort is closed first.
 func (in *Inbox) Next(abort <-chan struct{}, abortErr func() error) (m Msg, grant int64, err error) {
 	for {
 		in.mu.Lock()
@@ -176,7 +189,7 @@ func (in *Inbox) Next(abort <-chan struct{}, abortErr func() error) (m Msg, gran
 			n := int64(len(m.Frame.Payload))
 			in.held -= n
 			in.consumed += n
-			if in.consumed >= in.window/2 {
+			if in.consumed >= max(in.window/GrantDivisor, 1) {
 				grant = in.consumed
 				in.outstanding -= grant
 				in.consumed = 0

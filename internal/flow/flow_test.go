@@ -107,17 +107,17 @@ func TestInboxAbort(t *testing.T) {
 }
 
 // TestSmallThenLargeMessage is the deadlock FuzzFlow found: after a small
-// message is consumed (less than half the window, so no grant), a message
-// larger than the remaining credit must still go, and the receiver must
-// take it.
+// message is consumed (less than a quarter of the window, so no grant), a
+// message larger than the remaining credit must still go, and the
+// receiver must take it.
 func TestSmallThenLargeMessage(t *testing.T) {
 	closed := make(chan struct{})
 	close(closed)
 	c, in := flow.NewCredit(79), flow.NewInbox(79, 158)
-	if !c.Acquire(30, closed) {
+	if !c.Acquire(15, closed) {
 		t.Fatal("first message")
 	}
-	if err := in.Push(msg(30)); err != nil {
+	if err := in.Push(msg(15)); err != nil {
 		t.Fatal(err)
 	}
 	m, grant, err := in.Next(nil, nil)
@@ -125,10 +125,10 @@ func TestSmallThenLargeMessage(t *testing.T) {
 		t.Fatalf("grant %d, %v", grant, err)
 	}
 	bufpool.Put(m.Buf)
-	if !c.Acquire(55, closed) {
-		t.Fatalf("55 bytes with 30 outstanding of 79 (credit %d): would wait for ever", c.Available())
+	if !c.Acquire(70, closed) {
+		t.Fatalf("70 bytes with 15 outstanding of 79 (credit %d): would wait for ever", c.Available())
 	}
-	if err := in.Push(msg(55)); err != nil {
+	if err := in.Push(msg(70)); err != nil {
 		t.Fatalf("receiver refused it: %v", err)
 	}
 	in.Abort(io.EOF)
