@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -336,7 +337,13 @@ func (st *clientStream) Recv(msg any) error {
 	if grant > 0 && !st.ended.Load() {
 		var b [protocol.HeaderSize + 3 + 4]byte
 		p := protocol.AppendWindowUpdate(nil, uint32(min(grant, protocol.MaxWindow)))
-		_ = st.c.w.Write(protocol.AppendControl(b[:0], protocol.TypeWindowUpdate, 0, st.id, p))
+		_ = st.c.w.WriteUrgent(protocol.AppendControl(b[:0], protocol.TypeWindowUpdate, 0, st.id, p))
+		// Yield so that the writer, just woken, sends the update now. A
+		// consumer with a full queue keeps its P busy decoding, and the
+		// writer waited in that P's run queue until the queue ran dry:
+		// the producer then stalled for a round trip (docs/streams.md,
+		// Performance).
+		runtime.Gosched()
 	}
 	payload := m.Frame.Payload
 	if f := &m.Frame; f.Flags&protocol.FlagCompressed != 0 {

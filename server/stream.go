@@ -389,6 +389,9 @@ func (st *serverStream) Recv(msg any) error {
 	defer bufpool.Put(m.Buf)
 	if grant > 0 {
 		st.c.grant(st.id, grant)
+		// Let the writer send the update now rather than when this
+		// handler next blocks (as the client's Recv does).
+		runtime.Gosched()
 	}
 	// A stream message is decompressed within the bound its compressed
 	// bytes give (capped by MaxDecompressedSize), as a request is.
@@ -403,7 +406,7 @@ func (st *serverStream) Recv(msg any) error {
 func (c *conn) grant(id uint64, n int64) {
 	var b [protocol.HeaderSize + 3 + 4]byte
 	p := protocol.AppendWindowUpdate(nil, uint32(min(n, protocol.MaxWindow)))
-	_ = c.w.Write(protocol.AppendControl(b[:0], protocol.TypeWindowUpdate, 0, id, p))
+	_ = c.w.WriteUrgent(protocol.AppendControl(b[:0], protocol.TypeWindowUpdate, 0, id, p))
 }
 
 // endStream sends a stream's end: status, trailers and the error message.

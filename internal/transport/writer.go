@@ -26,6 +26,7 @@ type Writer struct {
 	spare   []byte
 	err     error
 	closing bool // flush what is queued, then stop
+	urgent  bool // a WriteUrgent frame is queued: write without yielding first
 
 	wake chan struct{}
 	done chan struct{}
@@ -77,6 +78,18 @@ func (w *Writer) Write(frame []byte) error {
 	return nil
 }
 
+// WriteUrgent queues a copy of frame as Write does, and has the next
+// write go out without first yielding to other goroutines (see Run). For
+// frames the peer waits for, such as window updates: a caller that then
+// yields (runtime.Gosched) lets Run write them at once instead of after
+// the caller's next block.
+func (w *Writer) WriteUrgent(frame []byte) error {
+	w.mu.Lock()
+	w.urgent = true
+	w.mu.Unlock()
+	return w.Write(frame)
+}
+
 // Run writes queued frames until the writer fails or is closed. onTick, if
 // not nil, is called every tick (a heartbeat hook); tick 0 disables it. Run
 // returns the error that stopped it; it does not close the connection.
@@ -96,9 +109,15 @@ func (w *Writer) Run(tick time.Duration, onTick func()) error {
 			continue
 		}
 		// Let goroutines that are ready to queue frames do so before the
-		// syscall, so that one write carries many frames.
-		runtime.Gosched()
+		// syscall, so that one write carries many frames; not when an
+		// urgent frame waits: its writer yielded to let it out now.
 		w.mu.Lock()
+		if !w.urgent {
+			w.mu.Unlock()
+			runtime.Gosched()
+			w.mu.Lock()
+		}
+		w.urgent = false
 		b := w.buf
 		w.buf = w.spare[:0]
 		closing := w.closing

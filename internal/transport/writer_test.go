@@ -135,3 +135,39 @@ func TestCloseAndFlushWritesQueued(t *testing.T) {
 		t.Fatalf("peer got %q", data)
 	}
 }
+
+// TestWriteUrgentInOrder: frames queued with WriteUrgent go out like
+// Write's, in the order they were queued, and WriteUrgent refuses frames
+// once the writer is closed.
+func TestWriteUrgentInOrder(t *testing.T) {
+	a, b := net.Pipe()
+	w := transport.NewWriter(a, 0, 0)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(0, nil) }()
+	got := make(chan []byte, 1)
+	go func() { data, _ := io.ReadAll(b); got <- data }()
+	var want bytes.Buffer
+	for i := 0; i < 50; i++ {
+		frame := []byte{'w', byte(i)}
+		write := w.Write
+		if i%3 == 0 {
+			frame[0], write = 'u', w.WriteUrgent
+		}
+		if err := write(frame); err != nil {
+			t.Fatal(err)
+		}
+		want.Write(frame)
+	}
+	closed := errors.New("closed")
+	if !w.CloseAndFlush(closed, 10*time.Second) {
+		t.Fatal("flush did not finish")
+	}
+	if err := w.WriteUrgent([]byte("late")); err != closed {
+		t.Fatalf("WriteUrgent after close = %v", err)
+	}
+	a.Close()
+	if data := <-got; !bytes.Equal(data, want.Bytes()) {
+		t.Fatalf("peer got %q, want %q", data, want.Bytes())
+	}
+	<-done
+}
