@@ -153,8 +153,8 @@ type adaptiveLimiter struct {
 	limit    float64
 	inflight int
 	noLoad   minFilter
-	period   int // samples since the last probe started
-	probe    int // samples left in the probe; > 0: probing
+	period   int           // samples since the last probe started
+	probe    int           // samples left in the probe; > 0: probing
 	wake     chan struct{} // closed (and replaced) when a call leaves while waiters > 0
 	waiters  int           // oneway sends waiting in acquire
 	shed     uint64
