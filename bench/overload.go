@@ -91,6 +91,9 @@ type overloadServer struct {
 	done  chan struct{}
 	busy  atomic.Int64 // nanoseconds the slots were held, all slots together
 	holds atomic.Int64 // times a slot was held
+	// running is the handlers running (waiting for a slot or holding
+	// one).
+	running atomic.Int64
 }
 
 func startOverloadServer(opts ...server.Option) (*overloadServer, error) {
@@ -98,6 +101,8 @@ func startOverloadServer(opts ...server.Option) (*overloadServer, error) {
 	srv := server.New(append([]server.Option{server.WithMaxConcurrentPerConn(1 << 20)}, opts...)...)
 	s := &overloadServer{srv: srv, done: make(chan struct{})}
 	err := srv.RegisterFunction("Work", "Do", func(ctx context.Context, in *int, out *int) error {
+		s.running.Add(1)
+		defer s.running.Add(-1)
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
@@ -296,6 +301,12 @@ func (r *runner) overload(ctx context.Context) error {
 				w.elapsed += openLoop(ctx, &w.tally, w.c, 2*peak, slice)
 				close(stop)
 				<-sampled
+				// A call the client gave up on may still run on the
+				// server a little longer: let it end before the next
+				// row's slice.
+				for wait := time.Now(); w.srv.running.Load() > 0 && time.Since(wait) < 2*OverloadDeadline; {
+					time.Sleep(time.Millisecond)
+				}
 				w.offered += 2 * peak
 			}
 			if err := ctx.Err(); err != nil {
