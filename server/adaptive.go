@@ -21,12 +21,13 @@ const (
 	// limit × gradient + QueueSize. Without queueing (rtt ≤ Tolerance ×
 	// rttNoLoad) the limit grows by Smoothing × QueueSize per call; with
 	// queueing, limit × rttNoLoad / rtt is (by Little's law) the number of
-	// calls the server runs without queueing, so the limit settles about
-	// QueueSize above what the handlers can run at once, scaled by
-	// Tolerance. A call that ended DeadlineExceeded counts as gradient 0.5.
-	// Unlike Gradient2Limit, whose reference is an exponential average of
-	// all latencies and so follows a standing queue upwards, the reference
-	// rttNoLoad is the windowed minimum described at AdaptiveLimit.
+	// calls the server runs without queueing, c, and the limit settles
+	// at about Tolerance × c + QueueSize (7 where the handlers run 4 calls
+	// at once, with the defaults; less where latencies vary). A call that
+	// ended DeadlineExceeded counts as gradient 0.5. Unlike
+	// Gradient2Limit, whose reference is an exponential average of all
+	// latencies and so follows a standing queue upwards, the reference
+	// rttNoLoad is the probed minimum described at AdaptiveLimit.
 	AdaptiveGradient AdaptiveAlgorithm = iota
 	// AdaptiveVegas is TCP Vegas applied to calls, as in the VegasLimit of
 	// Netflix's concurrency-limits: each completed call of latency rtt
@@ -67,8 +68,9 @@ func (a AdaptiveAlgorithm) String() string {
 // lasting change of the handlers' cost is so learnt within two periods; a
 // probe costs throughput only where more than Min calls run at once
 // unqueued. A sample taken while fewer than half the limit were in flight
-// does not move the limit (the limit is not what bounds the load) but does
-// feed rttNoLoad.
+// does not move the limit (the limit is not what bounds the load), nor does
+// a new shortest latency; both feed rttNoLoad. The limiter is safe for
+// concurrent use: one mutex guards its state.
 type AdaptiveLimit struct {
 	// Algorithm is the adaptation rule. Default AdaptiveGradient.
 	Algorithm AdaptiveAlgorithm
@@ -330,9 +332,9 @@ func (l *adaptiveLimiter) state() (limit, inflight int, shed uint64) {
 }
 
 // AdaptiveLimitState returns the adaptive concurrency limit's current
-// limit (at most Min during a probe of the no-load latency), the calls running under it, and the calls it has shed since the
-// server was made; all zero without WithAdaptiveLimit. Safe for
-// concurrent use.
+// limit (at most Min during a probe of the no-load latency), the calls
+// running under it, and the calls it has shed since the server was made;
+// all zero without WithAdaptiveLimit. Safe for concurrent use.
 func (s *Server) AdaptiveLimitState() (limit, inflight int, shed uint64) {
 	if s.adaptive == nil {
 		return 0, 0, 0
