@@ -58,16 +58,18 @@ func (a AdaptiveAlgorithm) String() string {
 // latency, from admission to the handler's return, with rttNoLoad, the
 // latency without queueing, measured as in BBR (Cardwell et al., "BBR:
 // Congestion-Based Congestion Control", ACM Queue 14(5), 2016): rttNoLoad
-// is the shortest latency of the current and the previous probe period, and
-// every ProbeMultiplier × limit calls a probe starts a new period: for the
-// next n + Min calls, n being the calls then in flight, the limit is held
-// and at most Min calls are admitted at once, so that the calls in flight
-// drain and some run without queueing. (A standing queue would otherwise
-// hide the no-load latency: Vegas' reset of the baseline to one sample, or
-// Gradient2's average of all latencies, then follow the queue upwards.) A
-// lasting change of the handlers' cost is so learnt within two periods; a
-// probe costs throughput only where more than Min calls run at once
-// unqueued. A sample taken while fewer than half the limit were in flight
+// is the shortest latency of the current and the previous period of
+// ProbeMultiplier × limit calls. A period in which the limit was reached
+// (a call was shed) and no call finished with at most Min calls in flight
+// ends with a probe: for the next n + Min calls, n being the calls then in
+// flight, the limit is held and at most Min calls are admitted at once, so
+// that the calls in flight drain and some run without queueing. (A
+// standing queue would otherwise hide the no-load latency: Vegas' reset of
+// the baseline to one sample, or Gradient2's average of all latencies,
+// then follow the queue upwards.) A lasting change of the handlers' cost is
+// so learnt within two periods; a probe sheds calls only on a server
+// already shedding, and costs throughput only where more than Min calls run
+// at once unqueued. A sample taken while fewer than half the limit were in flight
 // does not move the limit (the limit is not what bounds the load), nor does
 // a new shortest latency; both feed rttNoLoad. The limiter is safe for
 // concurrent use: one mutex guards its state.
@@ -155,8 +157,10 @@ type adaptiveLimiter struct {
 	limit    float64
 	inflight int
 	noLoad   minFilter
-	period   int           // samples since the last probe started
+	period   int           // samples in the current period
 	probe    int           // samples left in the probe; > 0: probing
+	limited  bool          // a call was shed in the current period
+	drained  bool          // a call ended with at most Min in flight in the current period
 	wake     chan struct{} // closed (and replaced) when a call leaves while waiters > 0
 	waiters  int           // oneway sends waiting in acquire
 	shed     uint64
@@ -198,6 +202,7 @@ func (l *adaptiveLimiter) tryAcquire() bool {
 	defer l.mu.Unlock()
 	if l.inflight >= l.capLocked() {
 		l.shed++
+		l.limited = true
 		return false
 	}
 	l.inflight++
@@ -215,6 +220,7 @@ func (l *adaptiveLimiter) acquire(done <-chan struct{}) bool {
 		}
 		wake := l.wake
 		l.waiters++
+		l.limited = true
 		l.mu.Unlock()
 		var ok bool
 		select {
@@ -255,10 +261,15 @@ func (l *adaptiveLimiter) update(rtt time.Duration, inflight int, dropped bool) 
 		l.probe--
 		return // the limit holds while probing
 	}
+	if inflight <= l.cfg.Min {
+		l.drained = true
+	}
 	if l.period++; l.period >= l.cfg.ProbeMultiplier*int(l.limit) {
-		l.period = 0
+		if l.limited && !l.drained {
+			l.probe = inflight + l.cfg.Min
+		}
+		l.period, l.limited, l.drained = 0, false, false
 		l.noLoad.roll()
-		l.probe = inflight + l.cfg.Min
 		return
 	}
 	if before == 0 || rtt < before {

@@ -86,29 +86,32 @@ func TestAdaptiveLimitAppLimitedHolds(t *testing.T) {
 }
 
 // TestAdaptiveLimitProbeResetsBaseline: the no-load latency is the minimum
-// of the current and the previous probe period (ProbeMultiplier × limit
-// samples, 4 here): a lasting rise is learnt once a whole period has passed
+// of the current and the previous period of ProbeMultiplier × limit
+// samples (4 here): a lasting rise is learnt once a whole period has passed
 // after the one holding the old minimum, and not before.
 func TestAdaptiveLimitProbeResetsBaseline(t *testing.T) {
 	l := newAdaptiveLimiter(AdaptiveLimit{Initial: 4, Min: 4, Max: 4, ProbeMultiplier: 1})
 	l.update(10*time.Millisecond, 4, false)
-	// 3 more samples end the first period; its probe then takes 4 (in
-	// flight) + 4 (Min) samples, in the second period.
-	for i := 0; i < 3+8; i++ {
+	// Samples 2-4 end the first period, 5-8 the second.
+	for i := 2; i <= 7; i++ {
 		l.update(50*time.Millisecond, 4, false)
 		if got := l.noLoad.get(); got != 10*time.Millisecond {
-			t.Fatalf("no-load latency = %v at sample %d, within a period of the 10ms one; want 10ms", got, i+2)
+			t.Fatalf("no-load latency = %v at sample %d, within a period of the 10ms one; want 10ms", got, i)
 		}
 	}
-	feed(l, 20, 50*time.Millisecond, full, false)
+	l.update(50*time.Millisecond, 4, false)
 	if got := l.noLoad.get(); got != 50*time.Millisecond {
-		t.Fatalf("no-load latency = %v after two periods of 50ms, want the new 50ms", got)
+		t.Fatalf("no-load latency = %v after a whole period of 50ms, want the new 50ms", got)
+	}
+	if l.probe != 0 {
+		t.Fatalf("a probe started (%d samples) though no call was shed", l.probe)
 	}
 }
 
-// TestAdaptiveLimitProbeDrains: when a probe starts, the limit is held and
-// at most Min calls are admitted until the calls in flight and Min more
-// have completed; then the limit admits again.
+// TestAdaptiveLimitProbeDrains: at the end of a period in which a call was
+// shed and none finished with at most Min in flight, a probe starts: the
+// limit is held and at most Min calls are admitted until the calls in
+// flight and Min more have completed; then the limit admits again.
 func TestAdaptiveLimitProbeDrains(t *testing.T) {
 	const limit, minLimit = 10, 3
 	l := newAdaptiveLimiter(AdaptiveLimit{Initial: limit, Min: minLimit, Max: limit, ProbeMultiplier: 1})
@@ -116,6 +119,9 @@ func TestAdaptiveLimitProbeDrains(t *testing.T) {
 		if !l.tryAcquire() {
 			t.Fatal("could not fill the limit")
 		}
+	}
+	if l.tryAcquire() {
+		t.Fatal("admitted a call over the limit")
 	}
 	// The limit's 10th sample starts a probe; 10 calls are in flight.
 	for i := range limit {
@@ -154,12 +160,13 @@ func TestAdaptiveLimitProbeDrains(t *testing.T) {
 
 // slotServer models a server that runs slots calls at once, each taking
 // cost when unqueued: with the limit's worth of calls in flight (saturated
-// load), a call's latency is cost × max(1, inflight / slots) (Little's
-// law).
+// load, calls over the limit shed), a call's latency is cost × max(1,
+// inflight / slots) (Little's law).
 func slotServer(l *adaptiveLimiter, n, slots int, cost time.Duration) []float64 {
 	out := make([]float64, 0, n)
 	for i := 0; i < n; i++ {
 		inflight := l.capLocked()
+		l.limited = true // saturated: calls over the limit are shed
 		rtt := time.Duration(float64(cost) * max(1, float64(inflight)/float64(slots)))
 		l.update(rtt, inflight, false)
 		out = append(out, l.limit)
@@ -275,5 +282,21 @@ func TestAdaptiveLimiterAcquire(t *testing.T) {
 	close(done)
 	if l.acquire(done) {
 		t.Fatal("acquire over the limit succeeded with done closed")
+	}
+}
+
+// TestAdaptiveLimitNoProbeWithoutShedding: a server whose limit is never
+// reached does not probe, however many calls run at once: no call is
+// refused for the probe's sake.
+func TestAdaptiveLimitNoProbeWithoutShedding(t *testing.T) {
+	l := newAdaptiveLimiter(AdaptiveLimit{Initial: 40, Max: 40, ProbeMultiplier: 1})
+	for i := range 1000 {
+		l.update(10*time.Millisecond+time.Duration(i%7)*time.Millisecond, 30, false)
+		if l.probe != 0 {
+			t.Fatalf("probe started at sample %d without a shed call", i+1)
+		}
+	}
+	if got, _, _ := l.state(); got < 30 {
+		t.Fatalf("limit = %d, want at least the 30 in flight", got)
 	}
 }
