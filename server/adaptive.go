@@ -60,19 +60,20 @@ func (a AdaptiveAlgorithm) String() string {
 // Congestion-Based Congestion Control", ACM Queue 14(5), 2016): rttNoLoad
 // is the shortest latency of the current and the previous period of
 // ProbeMultiplier × limit calls. A period in which the limit was reached
-// (a call was shed) and no call finished with at most Min calls in flight
-// ends with a probe: for the next n + Min calls, n being the calls then in
-// flight, the limit is held and at most Min calls are admitted at once, so
-// that the calls in flight drain and some run without queueing. (A
-// standing queue would otherwise hide the no-load latency: Vegas' reset of
-// the baseline to one sample, or Gradient2's average of all latencies,
-// then follow the queue upwards.) A lasting change of the handlers' cost is
-// so learnt within two periods; a probe sheds calls only on a server
-// already shedding, and costs throughput only where more than Min calls run
-// at once unqueued. A sample taken while fewer than half the limit were in flight
-// does not move the limit (the limit is not what bounds the load), nor does
-// a new shortest latency; both feed rttNoLoad. The limiter is safe for
-// concurrent use: one mutex guards its state.
+// (a call was shed, or a oneway send waited) and no call finished with at
+// most Min calls in flight ends with a probe: for the next n + Min calls, n
+// being the calls then in flight, the limit is held and at most Min calls
+// are admitted at once, so that the calls in flight drain and some run
+// without queueing. (A standing queue would otherwise hide the no-load
+// latency: Vegas' reset of the baseline to one sample, or Gradient2's
+// average of all latencies, then follow the queue upwards.) A lasting
+// change of the handlers' cost is so learnt within two periods; a probe
+// sheds calls only on a server already shedding, and costs throughput only
+// where more than Min calls run at once unqueued. A sample taken while
+// fewer than half the limit were in flight does not move the limit (the
+// limit is not what bounds the load), nor does a new shortest latency;
+// both feed rttNoLoad. The limiter is safe for concurrent use: one mutex
+// guards its state.
 type AdaptiveLimit struct {
 	// Algorithm is the adaptation rule. Default AdaptiveGradient.
 	Algorithm AdaptiveAlgorithm
