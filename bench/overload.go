@@ -35,6 +35,18 @@ import (
 //
 // The closed-loop calls have no deadline. Both servers lift the per-connection concurrency cap
 // (WithMaxConcurrentPerConn) so that only the limiter under test sheds.
+//
+// On a shared machine the load of other jobs changes over seconds, so the
+// four rows are not run one after the other: the run is split into rounds
+// (OverloadDuration / 2 s of them, at least one), each running the four in
+// turn for a slice of OverloadDuration / rounds (the open-loop rows
+// offering twice the peak measured so far), and each row pools its
+// slices. Each row keeps one server (and limiter) for the whole run.
+
+// overloadSlice is the shortest slice of a row in a round: long enough
+// (twice OverloadDeadline) for a queue without a limit to reach the
+// deadline.
+const overloadSlice = 2 * OverloadDeadline
 
 // ScenarioOverload names the overload scenario.
 const ScenarioOverload = "overload"
@@ -60,25 +72,46 @@ type OverloadResult struct {
 	Goodput float64 `json:"goodput_per_sec"` // successful calls per second
 	Latency Latency `json:"latency"`         // of the successful calls
 	Limit   int     `json:"final_limit,omitempty"`
+	// MeanLimit is the adaptive limit averaged over the row's time
+	// (sampled every millisecond).
+	MeanLimit float64 `json:"mean_limit,omitempty"`
+	// SlotsBusy is the share of the row's time the handlers' slots were
+	// held, all slots together (1: always all held); SlotHold is the mean
+	// time a slot was held per call (OverloadCost plus the sleep's
+	// overshoot on a busy machine).
+	SlotsBusy float64       `json:"slots_busy"`
+	SlotHold  time.Duration `json:"slot_hold_ns"`
+	Rounds    int           `json:"rounds,omitempty"`
 }
 
 // overloadServer serves Work.Do in the bench process.
 type overloadServer struct {
-	srv  *server.Server
-	addr string
-	done chan struct{}
+	srv   *server.Server
+	addr  string
+	done  chan struct{}
+	busy  atomic.Int64 // nanoseconds the slots were held, all slots together
+	holds atomic.Int64 // times a slot was held
+	// running is the handlers running (waiting for a slot or holding
+	// one).
+	running atomic.Int64
 }
 
 func startOverloadServer(opts ...server.Option) (*overloadServer, error) {
 	slots := make(chan struct{}, OverloadSlots)
 	srv := server.New(append([]server.Option{server.WithMaxConcurrentPerConn(1 << 20)}, opts...)...)
+	s := &overloadServer{srv: srv, done: make(chan struct{})}
 	err := srv.RegisterFunction("Work", "Do", func(ctx context.Context, in *int, out *int) error {
+		s.running.Add(1)
+		defer s.running.Add(-1)
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return fleet.FromContextError(ctx.Err())
 		}
+		start := time.Now()
 		time.Sleep(OverloadCost)
+		s.busy.Add(int64(time.Since(start)))
+		s.holds.Add(1)
 		<-slots
 		*out = *in
 		return nil
@@ -90,7 +123,7 @@ func startOverloadServer(opts ...server.Option) (*overloadServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &overloadServer{srv: srv, addr: lis.Addr().String(), done: make(chan struct{})}
+	s.addr = lis.Addr().String()
 	go func() { defer close(s.done); _ = srv.Serve(lis) }()
 	return s, nil
 }
@@ -142,9 +175,8 @@ func (t *overloadTally) result(test string, elapsed time.Duration) OverloadResul
 }
 
 // closedLoop runs callers goroutines calling back to back for d (each
-// makes at least one call); the calls have no deadline.
-func closedLoop(ctx context.Context, c *client.Client, callers int, d time.Duration) (*overloadTally, time.Duration) {
-	t := &overloadTally{}
+// makes at least one call), counting into t; the calls have no deadline.
+func closedLoop(ctx context.Context, t *overloadTally, c *client.Client, callers int, d time.Duration) time.Duration {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	start := time.Now()
@@ -159,15 +191,14 @@ func closedLoop(ctx context.Context, c *client.Client, callers int, d time.Durat
 		}()
 	}
 	wg.Wait()
-	return t, time.Since(start)
+	return time.Since(start)
 }
 
 // openLoop issues calls at rate per second for d, each on its own
-// goroutine, and waits for them all (each is bounded by its deadline).
-// The elapsed time returned runs until the last call ended, so calls that
-// queued past d count over the time they took.
-func openLoop(ctx context.Context, c *client.Client, rate float64, d time.Duration) (*overloadTally, time.Duration) {
-	t := &overloadTally{}
+// goroutine, counting into t, and waits for them all (each is bounded by
+// its deadline). The elapsed time returned runs until the last call ended,
+// so calls that queued past d count over the time they took.
+func openLoop(ctx context.Context, t *overloadTally, c *client.Client, rate float64, d time.Duration) time.Duration {
 	interval := time.Duration(float64(time.Second) / rate)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -184,7 +215,38 @@ func openLoop(ctx context.Context, c *client.Client, rate float64, d time.Durati
 		time.Sleep(200 * time.Microsecond)
 	}
 	wg.Wait()
-	return t, time.Since(start)
+	return time.Since(start)
+}
+
+// overloadRow is one row of the overload scenario over the run: its
+// server, client and pooled counts.
+type overloadRow struct {
+	test    string
+	srv     *overloadServer
+	c       *client.Client
+	tally   overloadTally
+	elapsed time.Duration
+	offered float64 // sum over the rounds of the rate offered
+	limits  float64 // sum of the sampled limits
+	nlimits int
+}
+
+// sampleLimit adds the server's adaptive limit to the row every
+// millisecond until stop is closed.
+func (w *overloadRow) sampleLimit(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			l, _, _ := w.srv.srv.AdaptiveLimitState()
+			w.limits += float64(l)
+			w.nlimits++
+		}
+	}
 }
 
 func (r *runner) overload(ctx context.Context) error {
@@ -192,8 +254,14 @@ func (r *runner) overload(ctx context.Context) error {
 	if d <= 0 {
 		d = 3 * time.Second
 	}
-	run := func(test string, opts []server.Option, body func(c *client.Client, s *overloadServer) OverloadResult) error {
-		r.prog.note("overload " + test)
+	rounds := max(1, int(d/overloadSlice))
+	slice := d / time.Duration(rounds)
+	rows := []*overloadRow{{test: "uncongested"}, {test: "peak"}, {test: "2x, no limit"}, {test: "2x, adaptive limit"}}
+	for i, w := range rows {
+		var opts []server.Option
+		if i == 3 {
+			opts = append(opts, server.WithAdaptiveLimit(server.AdaptiveLimit{}))
+		}
 		s, err := startOverloadServer(opts...)
 		if err != nil {
 			return err
@@ -204,56 +272,75 @@ func (r *runner) overload(ctx context.Context) error {
 			return err
 		}
 		defer c.Close()
-		res := body(c, s)
-		res.Limit, _, _ = s.srv.AdaptiveLimitState()
-		r.rep.Overload = append(r.rep.Overload, res)
-		return nil
+		w.srv, w.c = s, c
 	}
-	if err := run("uncongested", nil, func(c *client.Client, _ *overloadServer) OverloadResult {
-		t, el := closedLoop(ctx, c, OverloadSlots, d)
-		res := t.result("uncongested", el)
-		res.Callers = OverloadSlots
-		return res
-	}); err != nil {
-		return err
+	goodput := func(w *overloadRow) float64 {
+		if w.elapsed <= 0 {
+			return 0
+		}
+		return float64(w.tally.ok.Load()) / w.elapsed.Seconds()
 	}
-	// The peak is the best closed-loop goodput (on a shared machine the
-	// 4-caller run may do better than the 16-caller one).
-	peak := r.rep.Overload[len(r.rep.Overload)-1].Goodput
-	if err := run("peak", nil, func(c *client.Client, _ *overloadServer) OverloadResult {
-		t, el := closedLoop(ctx, c, 4*OverloadSlots, d)
-		res := t.result("peak", el)
-		res.Callers = 4 * OverloadSlots
-		peak = max(peak, res.Goodput)
-		return res
-	}); err != nil {
-		return err
-	}
-	if peak <= 0 {
-		return fmt.Errorf("overload: no call succeeded at peak")
-	}
-	offered := 2 * peak
-	for _, v := range []struct {
-		test string
-		opts []server.Option
-	}{
-		{"2x, no limit", nil},
-		{"2x, adaptive limit", []server.Option{server.WithAdaptiveLimit(server.AdaptiveLimit{})}},
-	} {
-		if err := run(v.test, v.opts, func(c *client.Client, _ *overloadServer) OverloadResult {
-			t, el := openLoop(ctx, c, offered, d)
-			res := t.result(v.test, el)
-			res.Offered = offered
-			return res
-		}); err != nil {
-			return err
+	for round := range rounds {
+		for i, w := range rows {
+			r.prog.note(fmt.Sprintf("overload %s (round %d of %d)", w.test, round+1, rounds))
+			switch i {
+			case 0:
+				w.elapsed += closedLoop(ctx, &w.tally, w.c, OverloadSlots, slice)
+			case 1:
+				w.elapsed += closedLoop(ctx, &w.tally, w.c, 4*OverloadSlots, slice)
+			default:
+				// The peak is the best closed-loop goodput so far (on a
+				// shared machine the 4-caller run may do better than the
+				// 16-caller one).
+				peak := max(goodput(rows[0]), goodput(rows[1]))
+				if peak <= 0 {
+					return fmt.Errorf("overload: no call succeeded at peak")
+				}
+				stop, sampled := make(chan struct{}), make(chan struct{})
+				go w.sampleLimit(stop, sampled)
+				w.elapsed += openLoop(ctx, &w.tally, w.c, 2*peak, slice)
+				close(stop)
+				<-sampled
+				// A call the client gave up on may still run on the
+				// server a little longer: let it end before the next
+				// row's slice.
+				for wait := time.Now(); w.srv.running.Load() > 0 && time.Since(wait) < 2*OverloadDeadline; {
+					time.Sleep(time.Millisecond)
+				}
+				w.offered += 2 * peak
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 		}
 	}
-	return ctx.Err()
+	for i, w := range rows {
+		res := w.tally.result(w.test, w.elapsed)
+		res.Rounds = rounds
+		switch i {
+		case 0:
+			res.Callers = OverloadSlots
+		case 1:
+			res.Callers = 4 * OverloadSlots
+		default:
+			res.Offered = w.offered / float64(rounds)
+		}
+		res.Limit, _, _ = w.srv.srv.AdaptiveLimitState()
+		if n := w.srv.holds.Load(); n > 0 {
+			busy := time.Duration(w.srv.busy.Load())
+			res.SlotsBusy = busy.Seconds() / (OverloadSlots * w.elapsed.Seconds())
+			res.SlotHold = busy / time.Duration(n)
+		}
+		if w.nlimits > 0 && res.Limit > 0 {
+			res.MeanLimit = w.limits / float64(w.nlimits)
+		}
+		r.rep.Overload = append(r.rep.Overload, res)
+	}
+	return nil
 }
 
 func (r *runner) overloadTable() *table {
-	t := &table{left: 1, head: []string{"test", "offered/s", "goodput/s", "goodput ÷ peak", "shed %", "failed %", "p50 ms", "p99 ms", "p99 ÷ uncongested p99", "final limit"}}
+	t := &table{left: 1, head: []string{"test", "offered/s", "goodput/s", "goodput ÷ peak", "shed %", "failed %", "p50 ms", "p99 ms", "p99 ÷ uncongested p99", "slots busy %", "slot hold ms", "mean limit", "final limit"}}
 	var peak float64
 	var p99 time.Duration
 	for _, o := range r.rep.Overload {
@@ -283,13 +370,23 @@ func (r *runner) overloadTable() *table {
 		if p99 > 0 && o.Latency.P99 > 0 {
 			lr = sig(float64(o.Latency.P99) / float64(p99))
 		}
-		limit := "—"
+		limit, mean := "—", "—"
 		if o.Limit > 0 {
 			limit = num(float64(o.Limit))
 		}
-		t.add(o.Test, offered, num(o.Goodput), gp, pct(o.Shed, o.Calls), pct(o.Failed, o.Calls), ms(o.Latency.P50), ms(o.Latency.P99), lr, limit)
+		if o.MeanLimit > 0 {
+			mean = sig(o.MeanLimit)
+		}
+		t.add(o.Test, offered, num(o.Goodput), gp, pct(o.Shed, o.Calls), pct(o.Failed, o.Calls), ms(o.Latency.P50), ms(o.Latency.P99), lr, sig(100*o.SlotsBusy), ms(o.SlotHold), mean, limit)
 	}
 	t.note("goodput ÷ peak: against the best closed-loop goodput (%s calls/s)", num(peak))
+	if n := len(r.rep.Overload); n > 0 && r.rep.Overload[0].Rounds > 1 {
+		t.note("each row pools %d slices of %.1f s, the four rows taking turns (round-robin) so that they share the machine's load", r.rep.Overload[0].Rounds, r.rep.Overload[0].Seconds/float64(r.rep.Overload[0].Rounds))
+	}
+	if capacity := float64(OverloadSlots) / OverloadCost.Seconds(); peak < 0.8*capacity {
+		t.note("the peak is %.0f %% of the handlers' capacity: the run was bound by CPU (the load generator, client and server share the machine), not by the slots, so shed calls take CPU from admitted ones", 100*peak/capacity)
+	}
+	t.note("slots busy: the share of the row's time the %d slots were held; slot hold: the mean time a call held one (%v asked, more when the machine is slow to wake the handler)", OverloadSlots, OverloadCost)
 	t.note("handlers share %d slots each held %v (capacity about %s calls/s); open-loop calls have a %v deadline", OverloadSlots, OverloadCost, num(float64(OverloadSlots)/OverloadCost.Seconds()), OverloadDeadline)
 	return t
 }

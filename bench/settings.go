@@ -41,7 +41,8 @@ type Settings struct {
 	// Scenario 5: codecs (testing.Benchmark's benchtime).
 	CodecTime time.Duration `json:"codec_benchtime_ns"`
 
-	// Overload scenario: how long each of its four measurements runs.
+	// Overload scenario: how long each of its four measurements runs, in
+	// all (split into rounds of at least 2 s).
 	OverloadDuration time.Duration `json:"overload_duration_ns,omitempty"`
 
 	// ChildMaxTime is the hard time limit of every child process.
@@ -84,7 +85,7 @@ func settingsFor(m Mode, senders int) Settings {
 		LatencyWindow: 3 * time.Second, LatencyRounds: 5, LatencyWarmup: true, LatencyGrace: 2 * time.Second,
 		LogDuration: 10 * time.Second, LogSenders: senders, LogWarmup: 500 * ms,
 		CodecTime:        time.Second,
-		OverloadDuration: 5 * time.Second,
+		OverloadDuration: 10 * time.Second,
 		ChildMaxTime:     30 * time.Minute,
 	}
 }

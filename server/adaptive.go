@@ -9,32 +9,93 @@ import (
 	"github.com/fleetrpc/fleet"
 )
 
+// AdaptiveAlgorithm selects how WithAdaptiveLimit adapts its limit.
+type AdaptiveAlgorithm int
+
+const (
+	// AdaptiveGradient (the default) is a gradient limit after the
+	// GradientLimit and Gradient2Limit of Netflix's concurrency-limits
+	// (https://github.com/Netflix/concurrency-limits): each completed call
+	// of latency rtt gives gradient = clamp(Tolerance × rttNoLoad / rtt,
+	// 0.5, 1) and the limit moves a Smoothing share of the way to
+	// limit × gradient + QueueSize. Without queueing (rtt ≤ Tolerance ×
+	// rttNoLoad) the limit grows by Smoothing × QueueSize per call; with
+	// queueing, limit × rttNoLoad / rtt is (by Little's law) the number of
+	// calls the server runs without queueing, c, and the limit settles
+	// at about Tolerance × c + QueueSize (7 where the handlers run 4 calls
+	// at once, with the defaults; less where latencies vary). A call that
+	// ended DeadlineExceeded counts as gradient 0.5. Unlike
+	// Gradient2Limit, whose reference is an exponential average of all
+	// latencies and so follows a standing queue upwards, the reference
+	// rttNoLoad is the probed minimum described at AdaptiveLimit.
+	AdaptiveGradient AdaptiveAlgorithm = iota
+	// AdaptiveVegas is TCP Vegas applied to calls, as in the VegasLimit of
+	// Netflix's concurrency-limits: each completed call of latency rtt
+	// estimates the calls queued in the server as queue = ceil(limit × (1 −
+	// rttNoLoad/rtt)). With f = max(1, log10(limit)): queue ≤ f grows the
+	// limit by 6f; queue < 3f grows it by f; queue > 6f shrinks it by f;
+	// otherwise it stays. A call that ended DeadlineExceeded shrinks it by
+	// f. It keeps about 3-6 calls queued: on a server that runs 4 calls at
+	// once it settles at 7-10.
+	AdaptiveVegas
+)
+
+// String returns "gradient", "vegas" or "AdaptiveAlgorithm(n)".
+func (a AdaptiveAlgorithm) String() string {
+	switch a {
+	case AdaptiveGradient:
+		return "gradient"
+	case AdaptiveVegas:
+		return "vegas"
+	}
+	return "AdaptiveAlgorithm(" + strconv.Itoa(int(a)) + ")"
+}
+
 // AdaptiveLimit configures the adaptive concurrency limit of
 // WithAdaptiveLimit. Zero fields take the documented defaults.
 //
-// The algorithm is TCP Vegas applied to calls, as in the VegasLimit of
-// Netflix's concurrency-limits library
-// (https://github.com/Netflix/concurrency-limits): the shortest latency
-// seen is taken as the latency without queueing (rttNoLoad), and each
-// completed call of latency rtt estimates the calls queued in the server as
-// queue = ceil(limit × (1 − rttNoLoad/rtt)). With f = max(1, log10(limit)):
-// queue ≤ f grows the limit by 6f; queue < 3f grows it by f; queue > 6f
-// shrinks it by f; otherwise it stays. A call that ended DeadlineExceeded
-// shrinks it by f. A sample taken while fewer than half the limit were in
-// flight does not grow it (the limit is not what bounds the load). Every
-// ProbeMultiplier × limit samples the baseline is reset to the next
-// sample's latency, so that a lasting change of the handlers' cost is
-// learnt.
+// Both algorithms (see AdaptiveAlgorithm) compare each completed call's
+// latency, from admission to the handler's return, with rttNoLoad, the
+// latency without queueing, measured as in BBR (Cardwell et al., "BBR:
+// Congestion-Based Congestion Control", ACM Queue 14(5), 2016): rttNoLoad
+// is the shortest latency of the current and the previous period of
+// ProbeMultiplier × limit calls. A period in which the limit was reached
+// (a call was shed, or a oneway send waited) and no call finished with at
+// most Min calls in flight ends with a probe: for the next n + Min calls, n
+// being the calls then in flight, the limit is held and at most Min calls
+// are admitted at once, so that the calls in flight drain and some run
+// without queueing. (A standing queue would otherwise hide the no-load
+// latency: Vegas' reset of the baseline to one sample, or Gradient2's
+// average of all latencies, then follow the queue upwards.) A lasting
+// change of the handlers' cost is so learnt within two periods; a probe
+// sheds calls only on a server already shedding, and costs throughput only
+// where more than Min calls run at once unqueued. A sample taken while
+// fewer than half the limit were in flight does not move the limit (the
+// limit is not what bounds the load), nor does a new shortest latency;
+// both feed rttNoLoad. The limiter is safe for concurrent use: one mutex
+// guards its state.
 type AdaptiveLimit struct {
-	// Initial is the limit before any sample. Default 20.
+	// Algorithm is the adaptation rule. Default AdaptiveGradient.
+	Algorithm AdaptiveAlgorithm
+	// Initial is the limit before any sample, in calls. Default 20.
 	Initial int
-	// Min is the lowest the limit goes. Default 4.
+	// Min is the lowest the limit goes, in calls. Default 4.
 	Min int
-	// Max is the highest the limit goes. Default 1000.
+	// Max is the highest the limit goes, in calls. Default 1000.
 	Max int
-	// ProbeMultiplier sets how often the no-load latency is re-measured:
-	// every ProbeMultiplier × limit samples. Default 30.
+	// ProbeMultiplier sets the probe period of the no-load latency:
+	// ProbeMultiplier × limit calls. Default 30.
 	ProbeMultiplier int
+	// Tolerance (AdaptiveGradient) is the latency inflation, as a multiple
+	// of rttNoLoad, taken as no queueing. Default 1.5; values below 1 are
+	// taken as 1.
+	Tolerance float64
+	// QueueSize (AdaptiveGradient) is the queue allowance in calls: how far
+	// the limit may grow above what runs unqueued. Default 1.
+	QueueSize float64
+	// Smoothing (AdaptiveGradient) is the share of the way, in (0, 1], the
+	// limit moves towards each sample's new estimate. Default 0.2.
+	Smoothing float64
 }
 
 // Defaults of AdaptiveLimit.
@@ -43,21 +104,49 @@ const (
 	DefaultAdaptiveMin             = 4
 	DefaultAdaptiveMax             = 1000
 	DefaultAdaptiveProbeMultiplier = 30
+	DefaultAdaptiveTolerance       = 1.5
+	DefaultAdaptiveQueueSize       = 1.0
+	DefaultAdaptiveSmoothing       = 0.2
 )
 
 // WithAdaptiveLimit bounds the calls running at once, all connections and
 // methods together, by a limit that adapts to the latency of the handlers
-// (see AdaptiveLimit for the algorithm). A call arriving while the limit is
-// reached is answered ResourceExhausted without running, with the response
-// metadata RetryAfterKey (as the rate limits send) set to the recent
-// no-load latency in milliseconds, at least 1; an XClient takes such an
-// answer as not processed and fails over. A oneway send over the limit is
-// not dropped: the server stops reading its connection until a call
-// finishes. The latency measured runs from admission to the handler's
-// return (queueing for a worker included). Checked after auth and the rate
-// limits; streams are not limited. Default: off.
+// (see AdaptiveLimit and AdaptiveAlgorithm for the algorithms). A call
+// arriving while the limit is reached is answered ResourceExhausted
+// without running, with the response metadata RetryAfterKey (as the rate
+// limits send) set to the recent no-load latency in milliseconds, at least
+// 1; an XClient takes such an answer as not processed and fails over. A
+// oneway send over the limit is not dropped: the server stops reading its
+// connection until a call finishes. The latency measured runs from
+// admission to the handler's return (queueing for a worker included).
+// Checked after auth and the rate limits; streams are not limited.
+// Default: off.
 func WithAdaptiveLimit(a AdaptiveLimit) Option {
 	return optionFunc(func(o *options) { o.adaptive = &a })
+}
+
+// minFilter is a windowed minimum of latencies: the minimum over the
+// current window and the one before it.
+type minFilter struct {
+	cur, prev time.Duration // 0: no sample
+}
+
+// add records rtt in the current window.
+func (f *minFilter) add(rtt time.Duration) {
+	if f.cur == 0 || rtt < f.cur {
+		f.cur = rtt
+	}
+}
+
+// roll starts a new window.
+func (f *minFilter) roll() { f.prev, f.cur = f.cur, 0 }
+
+// get returns the minimum over both windows; 0 before any sample.
+func (f *minFilter) get() time.Duration {
+	if f.prev == 0 || (f.cur != 0 && f.cur < f.prev) {
+		return f.cur
+	}
+	return f.prev
 }
 
 // adaptiveLimiter is the state of WithAdaptiveLimit. Safe for concurrent
@@ -65,14 +154,17 @@ func WithAdaptiveLimit(a AdaptiveLimit) Option {
 type adaptiveLimiter struct {
 	cfg AdaptiveLimit
 
-	mu        sync.Mutex
-	limit     float64
-	inflight  int
-	rttNoLoad time.Duration
-	samples   int           // since the last probe
-	wake      chan struct{} // closed (and replaced) when a call leaves while waiters > 0
-	waiters   int           // oneway sends waiting in acquire
-	shed      uint64
+	mu       sync.Mutex
+	limit    float64
+	inflight int
+	noLoad   minFilter
+	period   int           // samples in the current period
+	probe    int           // samples left in the probe; > 0: probing
+	limited  bool          // a call was shed in the current period
+	drained  bool          // a call ended with at most Min in flight in the current period
+	wake     chan struct{} // closed (and replaced) when a call leaves while waiters > 0
+	waiters  int           // oneway sends waiting in acquire
+	shed     uint64
 }
 
 func newAdaptiveLimiter(a AdaptiveLimit) *adaptiveLimiter {
@@ -91,6 +183,16 @@ func newAdaptiveLimiter(a AdaptiveLimit) *adaptiveLimiter {
 	if a.ProbeMultiplier <= 0 {
 		a.ProbeMultiplier = DefaultAdaptiveProbeMultiplier
 	}
+	if a.Tolerance <= 0 {
+		a.Tolerance = DefaultAdaptiveTolerance
+	}
+	a.Tolerance = max(a.Tolerance, 1)
+	if a.QueueSize <= 0 {
+		a.QueueSize = DefaultAdaptiveQueueSize
+	}
+	if a.Smoothing <= 0 || a.Smoothing > 1 {
+		a.Smoothing = DefaultAdaptiveSmoothing
+	}
 	a.Initial = min(max(a.Initial, a.Min), a.Max)
 	return &adaptiveLimiter{cfg: a, limit: float64(a.Initial), wake: make(chan struct{})}
 }
@@ -99,8 +201,9 @@ func newAdaptiveLimiter(a AdaptiveLimit) *adaptiveLimiter {
 func (l *adaptiveLimiter) tryAcquire() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.inflight >= int(l.limit) {
+	if l.inflight >= l.capLocked() {
 		l.shed++
+		l.limited = true
 		return false
 	}
 	l.inflight++
@@ -111,13 +214,14 @@ func (l *adaptiveLimiter) tryAcquire() bool {
 func (l *adaptiveLimiter) acquire(done <-chan struct{}) bool {
 	for {
 		l.mu.Lock()
-		if l.inflight < int(l.limit) {
+		if l.inflight < l.capLocked() {
 			l.inflight++
 			l.mu.Unlock()
 			return true
 		}
 		wake := l.wake
 		l.waiters++
+		l.limited = true
 		l.mu.Unlock()
 		var ok bool
 		select {
@@ -151,59 +255,98 @@ func (l *adaptiveLimiter) release(rtt time.Duration, dropped bool) {
 // update applies one sample: a call of latency rtt finished while inflight
 // calls (itself included) were running. Called with mu held.
 func (l *adaptiveLimiter) update(rtt time.Duration, inflight int, dropped bool) {
-	l.samples++
-	if l.samples > l.cfg.ProbeMultiplier*int(l.limit) {
-		l.samples = 0
-		l.rttNoLoad = rtt
-		return
+	before := l.noLoad.get()
+	l.noLoad.add(rtt)
+	noLoad := l.noLoad.get()
+	if l.probe > 0 {
+		l.probe--
+		return // the limit holds while probing
 	}
-	if l.rttNoLoad == 0 || rtt < l.rttNoLoad {
-		l.rttNoLoad = rtt
-		return
+	if inflight <= l.cfg.Min {
+		l.drained = true
 	}
-	f := max(1, math.Log10(l.limit))
-	next := l.limit
-	switch {
-	case dropped:
-		next = l.limit - f
-	case float64(inflight)*2 < l.limit:
-		return
-	default:
-		queue := math.Ceil(l.limit * (1 - float64(l.rttNoLoad)/float64(rtt)))
-		switch {
-		case queue <= f:
-			next = l.limit + 6*f
-		case queue < 3*f:
-			next = l.limit + f
-		case queue > 6*f:
-			next = l.limit - f
+	if l.period++; l.period >= l.cfg.ProbeMultiplier*int(l.limit) {
+		if l.limited && !l.drained {
+			l.probe = inflight + l.cfg.Min
 		}
+		l.period, l.limited, l.drained = 0, false, false
+		l.noLoad.roll()
+		return
+	}
+	if before == 0 || rtt < before {
+		return // a new shortest latency: the reference, not a gradient
+	}
+	if !dropped && float64(inflight)*2 < l.limit {
+		return
+	}
+	var next float64
+	if l.cfg.Algorithm == AdaptiveVegas {
+		next = l.vegas(rtt, noLoad, dropped)
+	} else {
+		next = l.gradient(rtt, noLoad, dropped)
 	}
 	l.limit = min(max(next, float64(l.cfg.Min)), float64(l.cfg.Max))
+}
+
+// gradient returns the AdaptiveGradient limit after a sample.
+func (l *adaptiveLimiter) gradient(rtt, noLoad time.Duration, dropped bool) float64 {
+	g := 0.5
+	if !dropped {
+		g = min(max(l.cfg.Tolerance*float64(noLoad)/float64(rtt), 0.5), 1)
+	}
+	target := l.limit*g + l.cfg.QueueSize
+	return l.limit + l.cfg.Smoothing*(target-l.limit)
+}
+
+// vegas returns the AdaptiveVegas limit after a sample.
+func (l *adaptiveLimiter) vegas(rtt, noLoad time.Duration, dropped bool) float64 {
+	f := max(1, math.Log10(l.limit))
+	if dropped {
+		return l.limit - f
+	}
+	queue := math.Ceil(l.limit * (1 - float64(noLoad)/float64(rtt)))
+	switch {
+	case queue <= f:
+		return l.limit + 6*f
+	case queue < 3*f:
+		return l.limit + f
+	case queue > 6*f:
+		return l.limit - f
+	}
+	return l.limit
+}
+
+// capLocked returns the calls admitted at once: the limit, or Min while
+// probing. Called with mu held.
+func (l *adaptiveLimiter) capLocked() int {
+	if l.probe > 0 {
+		return min(int(l.limit), l.cfg.Min)
+	}
+	return int(l.limit)
 }
 
 // retryAfterMD is the metadata of a shed call: RetryAfterKey set to the
 // no-load latency, rounded up to a millisecond, at least 1.
 func (l *adaptiveLimiter) retryAfterMD() fleet.Metadata {
 	l.mu.Lock()
-	d := l.rttNoLoad
+	d := l.noLoad.get()
 	l.mu.Unlock()
 	ms := max(int64((d+time.Millisecond-1)/time.Millisecond), 1)
 	return fleet.Metadata{RetryAfterKey: strconv.FormatInt(ms, 10)}
 }
 
-// state returns the current limit, the calls in flight under it and the
+// state returns the current limit (Min while probing), the calls in flight under it and the
 // calls shed so far.
 func (l *adaptiveLimiter) state() (limit, inflight int, shed uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return int(l.limit), l.inflight, l.shed
+	return l.capLocked(), l.inflight, l.shed
 }
 
 // AdaptiveLimitState returns the adaptive concurrency limit's current
-// limit, the calls running under it, and the calls it has shed since the
-// server was made; all zero without WithAdaptiveLimit. Safe for
-// concurrent use.
+// limit (at most Min during a probe of the no-load latency), the calls
+// running under it, and the calls it has shed since the server was made;
+// all zero without WithAdaptiveLimit. Safe for concurrent use.
 func (s *Server) AdaptiveLimitState() (limit, inflight int, shed uint64) {
 	if s.adaptive == nil {
 		return 0, 0, 0

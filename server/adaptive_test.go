@@ -80,7 +80,8 @@ func TestAdaptiveLimitShedsBurst(t *testing.T) {
 	if handled.Load() != limit || peak.Load() > limit {
 		t.Fatalf("handlers ran %d (peak %d at once), want %d (at most %d)", handled.Load(), peak.Load(), limit, limit)
 	}
-	// A slot is released after its response is written.
+	// A slot is released when its handler returns (before the response is
+	// written): wait for the last ones.
 	waitFor(t, "the slots to be released", func() bool { _, inflight, _ := srv.AdaptiveLimitState(); return inflight == 0 })
 	if _, _, n := srv.AdaptiveLimitState(); n != calls-limit {
 		t.Fatalf("AdaptiveLimitState: shed %d, want %d", n, calls-limit)

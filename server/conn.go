@@ -404,6 +404,11 @@ func (t *task) run() {
 	for _, h := range s.hooks.preWrite {
 		err = h.PreWriteResponse(ctx, &cctx.info, reply, err)
 	}
+	// The adaptive limit covers the handler's work, not the writing of
+	// its response (which waits for the connection's writer): the slot
+	// and the latency sample end here.
+	c.releaseAdaptive(t.lim, err)
+	t.lim = time.Time{}
 	if oneway {
 		return
 	}

@@ -48,8 +48,9 @@ scenario:
   overload (only when named) open-loop load at twice a Fleet server's measured
            capacity, without and with server.WithAdaptiveLimit: goodput vs
            peak throughput, admitted calls' p99 vs the uncongested p99, shed
-           share (in the bench process; --quick: about 5 s; run alone it
-           writes no report unless --out is given)
+           share (in the bench process, the rows taking turns in rounds;
+           about 45 s, --quick: about 6 s; run alone it writes no report
+           unless --out is given)
 
 --repeat N runs the echo scenario N rounds (peers interleaved) and reports
 the median round and the spread (max - min) / median of each figure.
