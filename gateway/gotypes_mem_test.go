@@ -77,8 +77,8 @@ func deepGroups(depth int) []byte {
 // rounds of them all grow the process's heap (allocated in total, and in
 // use after them) by less than the stated bound, which holds the request
 // bytes' own copies (client and server) but not one decoded value
-// (about 3.7 GB each without the bound: 1,850 bytes per empty element,
-// measured by TestDecodeCostEstimate). Deeply nested (unknown) groups
+// (4.2 GB for the first shape without the bound: about 2,100 bytes per
+// empty element, measured). Deeply nested (unknown) groups
 // are InvalidArgument within the same bound. A normal call on the same
 // connection then succeeds.
 func TestGRPCGoTypesDecodeCostBounded(t *testing.T) {
@@ -117,7 +117,7 @@ func TestGRPCGoTypesDecodeCostBounded(t *testing.T) {
 	// Per adversarial call: the request is built, marshalled and framed
 	// by the client (about 3 copies of 4 MB) and received and copied by
 	// the server (2 more), plus grpc-go's buffers: 64 MiB is generous.
-	// One decoded request alone would be about 3.7 GB.
+	// One decoded request alone allocates about 4.2 GB.
 	const perCall = 64 << 20
 	var before, after runtime.MemStats
 	runtime.GC()
