@@ -168,3 +168,48 @@ func TestGRPCGoTypesDecodeCostBounded(t *testing.T) {
 		t.Fatalf("normal call after: %d, want 1003", got)
 	}
 }
+
+// TestGRPCGoTypesMaxDecodeCost: a request of 300,000 packed zeros is a
+// valid request whose JSON fits the 4 MiB limit, but decoding it costs
+// more than the default bound (8 × 4 MiB; about 145 bytes per element,
+// measured): ResourceExhausted by default, served with
+// WithMaxDecodeCost raised.
+func TestGRPCGoTypesMaxDecodeCost(t *testing.T) {
+	const n = 300_000
+	packed := protowire.AppendBytes(protowire.AppendTag(nil, 5, protowire.BytesType), make([]byte, n))
+	for _, c := range []struct {
+		opts []gateway.Option
+		want codes.Code
+	}{
+		{nil, codes.ResourceExhausted},
+		{[]gateway.Option{gateway.WithMaxDecodeCost(1 << 30)}, codes.OK},
+	} {
+		srv := server.New(server.WithLogger(discard()))
+		if err := srv.Register(MemEcho{}); err != nil {
+			t.Fatal(err)
+		}
+		g := gateway.New(srv, append(c.opts, gateway.WithLogger(discard()))...)
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- g.Serve(lis) }()
+		addr := lis.Addr().String()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		in, out := reflectedMethod(t, ctx, addr, "MemEcho", "Count")
+		req := dynamicpb.NewMessage(in)
+		req.SetUnknown(packed)
+		reply := dynamicpb.NewMessage(out)
+		err = grpcConn(t, addr).Invoke(ctx, "/MemEcho/Count", req, reply)
+		cancel()
+		g.Close()
+		<-done
+		if status.Code(err) != c.want {
+			t.Fatalf("%d packed zeros, options %d: %v, want %v", n, len(c.opts), err, c.want)
+		}
+		if c.want == codes.OK && reply.Get(out.Fields().ByName("value")).Int() != n {
+			t.Fatalf("%d packed zeros: reply %v", n, reply)
+		}
+	}
+}

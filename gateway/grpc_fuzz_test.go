@@ -188,7 +188,8 @@ func reservedGRPCKey(k string) bool {
 // exceeds the limit is ResourceExhausted; a request the decode-cost
 // pre-scan refuses (checkDecodeCost: ResourceExhausted for an estimated
 // cost over the limit, InvalidArgument for bad wire data or nesting) is
-// refused with that code; a success sends exactly one
+// refused with that code, and bad wire data only where protobuf-go
+// finds it too; a success sends exactly one
 // reply that decodes into the method's reply message and is what the
 // method computes (GTEcho's reply equals its request's Go value,
 // Arith's sum or product, Hello.Say's echo); the request metadata reaches
@@ -254,10 +255,16 @@ func checkGRPCCall(t *testing.T, g *Gateway, path string, body []byte, md metada
 		if len(body) <= fuzzGRPCLimit {
 			scan := costScan{g: argMsg, limit: g.maxDecodeCost(), maxDepth: g.opts.maxDepth}
 			costErr = scan.message(body, argMsg.md, 1)
-			if v, derr := argMsg.decode(body); derr == nil {
+			v, derr := argMsg.decode(body)
+			if derr == nil {
 				// nil (and InvalidArgument expected) for a value
 				// encoding/json cannot encode.
 				argJSON, _ = json.Marshal(v)
+			}
+			// The scan finds bad wire data only where protobuf-go
+			// does (its depth limit aside, which is lower).
+			if fleet.CodeOf(costErr) == fleet.InvalidArgument && !strings.Contains(costErr.Error(), "nests deeper") && derr == nil {
+				t.Fatalf("%s %q: the decode-cost scan refused bytes protobuf-go decodes: %v", path, body, costErr)
 			}
 		}
 	}
