@@ -30,6 +30,7 @@ type options struct {
 	maxBatch       int
 	batchConc      int
 	maxDepth       int
+	maxDecodeCost  int64
 	protoPackage   string
 	headerTimeout  time.Duration
 	idleTimeout    time.Duration
@@ -76,6 +77,17 @@ func WithBatchConcurrency(n int) Option {
 // (HTTP/JSON and JSON-RPC 2.0), checked by a scan before anything is
 // decoded. Default 100.
 func WithMaxJSONDepth(n int) Option { return optionFunc(func(o *options) { o.maxDepth = max(n, 2) }) }
+
+// WithMaxDecodeCost bounds what decoding one gRPC request of a method
+// taking Go types may cost, in bytes, as estimated by a scan of the
+// request's wire bytes before anything is decoded (see docs/gateway.md,
+// "Go types over gRPC"): a request over it is refused with
+// ResourceExhausted. Protobuf methods are not concerned (the Fleet
+// server decodes them). Default (n <= 0): 8 times the server's
+// Limits.MaxDecompressedSize, 32 MiB with its default.
+func WithMaxDecodeCost(n int64) Option {
+	return optionFunc(func(o *options) { o.maxDecodeCost = n })
+}
 
 // WithProtoPackage sets the protobuf package that gRPC clients put before
 // Fleet service names: with "fleet.demo", the Fleet service Hello is the

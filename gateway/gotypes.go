@@ -36,6 +36,10 @@ type msgPlan struct {
 	goType  reflect.Type
 	wrapped bool
 	fields  []int
+	// goElem[i] is the Go size of one value of field i (goSizeOf), and
+	// cost what one message of this plan counts: see checkDecodeCost.
+	goElem []int64
+	cost   int64
 }
 
 var (
@@ -127,6 +131,9 @@ func buildGoMessage(t reflect.Type) (*goMessage, error) {
 		return nil, err
 	}
 	goNames[full] = t
+	for _, p := range b.plans {
+		planCost(p)
+	}
 	return &goMessage{file: fd, md: fd.Messages().Get(0), plans: b.plans}, nil
 }
 
@@ -147,6 +154,7 @@ func (b *goBuilder) message(t reflect.Type, name protoreflect.Name, full protore
 		if err := b.field(dp, full, "value", "value", t); err != nil {
 			return nil, err
 		}
+		plan.goElem = []int64{goSizeOf(t)}
 		return dp, nil
 	}
 	if b.busy[t] {
@@ -173,6 +181,7 @@ func (b *goBuilder) message(t reflect.Type, name protoreflect.Name, full protore
 			return nil, fmt.Errorf("field %s: %w", f.Name, err)
 		}
 		plan.fields = append(plan.fields, i)
+		plan.goElem = append(plan.goElem, goSizeOf(f.Type))
 	}
 	return dp, nil
 }

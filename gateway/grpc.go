@@ -192,6 +192,11 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 	if argMsg != nil {
 		// Go types: protobuf bytes of the synthesized message -> Go
 		// value -> JSON for Server.Invoke, and the reply back.
+		// What decoding may cost is bounded before decoding: a few
+		// wire bytes may stand for a large value (checkDecodeCost).
+		if err := argMsg.checkDecodeCost(in, g.maxDecodeCost(), g.opts.maxDepth); err != nil {
+			return status.Errorf(GRPCCode(fleet.CodeOf(err)), "%s.%s: %v", name, method, fleetMessage(err))
+		}
 		v, err := argMsg.decode(in)
 		if err != nil {
 			return status.Errorf(codes.InvalidArgument, "%s.%s: %v", name, method, err)

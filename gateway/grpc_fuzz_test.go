@@ -185,7 +185,11 @@ func reservedGRPCKey(k string) bool {
 // no panic; every failure is a gRPC status with code InvalidArgument,
 // Unimplemented or ResourceExhausted (Unknown only for Arith.Div's
 // divide by zero), never Internal; a request whose Go value's JSON
-// exceeds the limit is ResourceExhausted; a success sends exactly one
+// exceeds the limit is ResourceExhausted; a request the decode-cost
+// pre-scan refuses (checkDecodeCost: ResourceExhausted for an estimated
+// cost over the limit, InvalidArgument for bad wire data or nesting) is
+// refused with that code, and bad wire data only where protobuf-go
+// finds it too; a success sends exactly one
 // reply that decodes into the method's reply message and is what the
 // method computes (GTEcho's reply equals its request's Go value,
 // Arith's sum or product, Hello.Say's echo); the request metadata reaches
@@ -237,6 +241,9 @@ func checkGRPCCall(t *testing.T, g *Gateway, path string, body []byte, md metada
 	_, d, known := g.fleetName(svc, method)
 	var argMsg, replyMsg *goMessage
 	var argJSON []byte
+	// costErr is the decode-cost pre-scan's verdict (checkDecodeCost)
+	// on a Go-typed request within the size limit.
+	var costErr error
 	if known && !isProto(d.ArgType) {
 		var gerr error
 		if argMsg, replyMsg, gerr = goMessages(d); gerr != nil {
@@ -246,10 +253,18 @@ func checkGRPCCall(t *testing.T, g *Gateway, path string, body []byte, md metada
 			return
 		}
 		if len(body) <= fuzzGRPCLimit {
-			if v, derr := argMsg.decode(body); derr == nil {
+			scan := costScan{g: argMsg, limit: g.maxDecodeCost(), maxDepth: g.opts.maxDepth}
+			costErr = scan.message(body, argMsg.md, 1)
+			v, derr := argMsg.decode(body)
+			if derr == nil {
 				// nil (and InvalidArgument expected) for a value
 				// encoding/json cannot encode.
 				argJSON, _ = json.Marshal(v)
+			}
+			// The scan finds bad wire data only where protobuf-go
+			// does (its depth limit aside, which is lower).
+			if fleet.CodeOf(costErr) == fleet.InvalidArgument && !strings.Contains(costErr.Error(), "nests deeper") && derr == nil {
+				t.Fatalf("%s %q: the decode-cost scan refused bytes protobuf-go decodes: %v", path, body, costErr)
 			}
 		}
 	}
@@ -272,6 +287,9 @@ func checkGRPCCall(t *testing.T, g *Gateway, path string, body []byte, md metada
 		}
 		if st.Code() != codes.Unimplemented && !known {
 			t.Fatalf("%s %q: unknown method answered %v", path, body, err)
+		}
+		if costErr != nil && st.Code() != codes.Code(fleet.CodeOf(costErr)) {
+			t.Fatalf("%s %q: the decode-cost scan found %v, the call answered %v", path, body, costErr, err)
 		}
 		if len(argJSON) > fuzzGRPCLimit && st.Code() != codes.ResourceExhausted {
 			t.Fatalf("%s %q: %d bytes of JSON answered %v, not ResourceExhausted", path, body, len(argJSON), err)
@@ -303,6 +321,9 @@ func checkGRPCCall(t *testing.T, g *Gateway, path string, body []byte, md metada
 	}
 	if argJSON == nil {
 		t.Fatalf("%s %q: request that does not decode accepted", path, body)
+	}
+	if costErr != nil {
+		t.Fatalf("%s %q: accepted, though the decode-cost scan found %v", path, body, costErr)
 	}
 	rv, err := replyMsg.decode(out[0])
 	if err != nil {
