@@ -271,6 +271,21 @@ func selectPeers(names []string) ([]*peers.Peer, error) {
 	return out, nil
 }
 
+// KeepMarker is the line in a report after which a full run keeps what the
+// file already holds: sections written by the scenarios that run only when
+// named (overload, soak) or by hand (streams, transports).
+const KeepMarker = "<!-- fleet bench keeps everything below this line when it rewrites the file -->"
+
+// KeepTail returns report md followed by the part of old from KeepMarker
+// on, or md alone when old has no marker.
+func KeepTail(old, md string) string {
+	i := strings.Index(old, KeepMarker)
+	if i < 0 {
+		return md
+	}
+	return strings.TrimRight(md, "\n") + "\n\n" + old[i:]
+}
+
 // runner carries one run's state.
 type runner struct {
 	o     Options
@@ -301,6 +316,9 @@ func (r *runner) write(out string) error {
 		err = fmt.Errorf("bench: charts: %w", err)
 	}
 	md := r.markdown()
+	if old, rerr := os.ReadFile(out); rerr == nil {
+		md = KeepTail(string(old), md)
+	}
 	if werr := os.WriteFile(out, []byte(md), 0o644); werr != nil {
 		return errors.Join(err, werr)
 	}

@@ -32,3 +32,15 @@ func TestMedianRoundsAndSpread(t *testing.T) {
 		t.Errorf("fleet spread = %+v, want 5 rounds, 90..140, spread %.4f", sp[0], want)
 	}
 }
+
+func TestKeepTail(t *testing.T) {
+	md := "# Fleet benchmarks\n\nnew tables\n"
+	if got := KeepTail("# old\nold tables\n", md); got != md {
+		t.Fatalf("without the marker: %q", got)
+	}
+	old := "# old\nold tables\n\n" + KeepMarker + "\n\n## Overload\n\nkept\n"
+	want := "# Fleet benchmarks\n\nnew tables\n\n" + KeepMarker + "\n\n## Overload\n\nkept\n"
+	if got := KeepTail(old, md); got != want {
+		t.Fatalf("KeepTail = %q, want %q", got, want)
+	}
+}
