@@ -3,6 +3,7 @@ package bench
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 func TestMedianRoundsAndSpread(t *testing.T) {
@@ -42,5 +43,40 @@ func TestKeepTail(t *testing.T) {
 	want := "# Fleet benchmarks\n\nnew tables\n\n" + KeepMarker + "\n\n## Overload\n\nkept\n"
 	if got := KeepTail(old, md); got != want {
 		t.Fatalf("KeepTail = %q, want %q", got, want)
+	}
+}
+
+func TestRound2Targets(t *testing.T) {
+	ms := time.Millisecond
+	echo := func(peer string, callers int, thr float64, p99 time.Duration) EchoResult {
+		return EchoResult{Peer: peer, Conns: 1, Callers: callers, Throughput: thr, Latency: Latency{P99: p99}}
+	}
+	r := &runner{rep: &Report{
+		Echo: []EchoResult{
+			echo("fleet", 100, 100, 2*ms), echo("rpcx", 100, 40, 5*ms), echo("raw", 100, 200, ms), echo("fleet-obs", 100, 85, 3*ms),
+			echo("fleet", 1000, 100, 20*ms), echo("rpcx", 1000, 50, 30*ms),
+		},
+		EchoSpread: []EchoSpread{{Peer: "fleet", Conns: 1, Callers: 100, Rounds: 5, Median: 100, Min: 95, Max: 105, Spread: 0.10}},
+	}}
+	got := map[string]string{}
+	for _, tg := range r.round2Targets() {
+		got[tg.what] = tg.met
+	}
+	want := map[string]string{
+		"R2: echo, 1 connection, 100 callers: Fleet ≥ 2.5× rpcx calls/s":                                  "yes",
+		"R2: echo, 1 connection, 100 callers: Fleet p99 ≤ ½ rpcx's":                                       "yes",
+		"R2: echo, 1 connection, 1000 callers: Fleet ≥ 2.5× rpcx calls/s":                                 "**no**",
+		"R2: echo, 1 connection, 1000 callers: Fleet p99 ≤ ½ rpcx's":                                      "**no**",
+		"R2: echo, 1 connection, 100 callers: Fleet ≥ 0.6× the raw TCP echo":                              "**no**",
+		"Observability: echo, 1 connection, 100 callers: metrics + tracing cost ≤ 10% of Fleet's calls/s": "**no**",
+		"R2: echo, 1 connection(s), 100 callers: Fleet's spread over 5 rounds ≤ 15%":                      "yes",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("round2Targets gave %d targets, want %d: %v", len(got), len(want), got)
+	}
+	for what, met := range want {
+		if got[what] != met {
+			t.Errorf("%s: met = %q, want %q", what, got[what], met)
+		}
 	}
 }

@@ -497,6 +497,97 @@ func (r *runner) targets() []target {
 			})
 		}
 	}
+	return append(ts, r.round2Targets()...)
+}
+
+// round2Targets are the targets of the second performance round (rpcx in
+// the same run, the raw ceiling, serial calls, stability) and the cost of
+// observability (the fleet-obs variant), for the peers this run measured.
+func (r *runner) round2Targets() []target {
+	var ts []target
+	for _, callers := range []int{100, 1000} {
+		f, ok1 := r.echoRow(peers.Fleet, 1, callers)
+		x, ok2 := r.echoRow(peers.RPCX, 1, callers)
+		if !ok1 || !ok2 {
+			continue
+		}
+		thr := f.Throughput / x.Throughput
+		ts = append(ts, target{
+			what:   fmt.Sprintf("R2: echo, 1 connection, %d callers: Fleet ≥ 2.5× rpcx calls/s", callers),
+			figure: fmt.Sprintf("%s vs %s calls/s = %.2f×", num(f.Throughput), num(x.Throughput), thr),
+			met:    yesNo(thr >= 2.5),
+		})
+		p99 := float64(f.Latency.P99) / float64(x.Latency.P99)
+		ts = append(ts, target{
+			what:   fmt.Sprintf("R2: echo, 1 connection, %d callers: Fleet p99 ≤ ½ rpcx's", callers),
+			figure: fmt.Sprintf("%s ms vs %s ms = %.2f×", ms(f.Latency.P99), ms(x.Latency.P99), p99),
+			met:    yesNo(p99 <= 0.5),
+		})
+	}
+	if f, ok := r.echoRow(peers.Fleet, 1, 100); ok {
+		if raw, ok := r.echoRow(peers.Raw, 1, 100); ok {
+			rt := f.Throughput / raw.Throughput
+			ts = append(ts, target{
+				what:   "R2: echo, 1 connection, 100 callers: Fleet ≥ 0.6× the raw TCP echo",
+				figure: fmt.Sprintf("%s vs %s calls/s = %.2f×", num(f.Throughput), num(raw.Throughput), rt),
+				met:    yesNo(rt >= 0.6),
+			})
+		}
+		if o, ok := r.echoRow(peers.FleetObserved, 1, 100); ok {
+			cost := 1 - o.Throughput/f.Throughput
+			ts = append(ts, target{
+				what:   "Observability: echo, 1 connection, 100 callers: metrics + tracing cost ≤ 10% of Fleet's calls/s",
+				figure: fmt.Sprintf("%s vs %s calls/s = %.1f%% less", num(o.Throughput), num(f.Throughput), 100*cost),
+				met:    yesNo(cost <= 0.10),
+			})
+		}
+	}
+	for _, s := range r.rep.EchoSpread {
+		if s.Peer == peers.Fleet && s.Callers == 100 {
+			ts = append(ts, target{
+				what:   fmt.Sprintf("R2: echo, %d connection(s), 100 callers: Fleet's spread over %d rounds ≤ 15%%", s.Conns, s.Rounds),
+				figure: fmt.Sprintf("%s to %s calls/s, median %s = %.1f%%", num(s.Min), num(s.Max), num(s.Median), 100*s.Spread),
+				met:    yesNo(s.Spread <= 0.15),
+			})
+		}
+	}
+	long := r.mathRows("long", 0)
+	var f, n, th *MathResult
+	for i := range long {
+		switch long[i].Peer {
+		case peers.Fleet:
+			f = &long[i]
+		case peers.NetRPC:
+			n = &long[i]
+		case peers.Thrift:
+			th = &long[i]
+		}
+	}
+	if f != nil && n != nil {
+		rt := f.Throughput / n.Throughput
+		ts = append(ts, target{
+			what:   fmt.Sprintf("R2: %s: Fleet ≥ 1.2× net/rpc", r.mathTestName(*f)),
+			figure: fmt.Sprintf("%s vs %s calls/s = %.2f×", num(f.Throughput), num(n.Throughput), rt),
+			met:    yesNo(rt >= 1.2),
+		})
+	}
+	if f != nil && th != nil {
+		rt := f.Throughput / th.Throughput
+		ts = append(ts, target{
+			what:   fmt.Sprintf("R2: %s: Fleet ≥ Thrift", r.mathTestName(*f)),
+			figure: fmt.Sprintf("%s vs %s calls/s = %.2f×", num(f.Throughput), num(th.Throughput), rt),
+			met:    yesNo(rt >= 1),
+		})
+	}
+	for _, l := range r.rep.Latency {
+		if l.Peer == peers.Fleet && l.Sleep == 10*time.Millisecond && l.Callers == 1000 {
+			ts = append(ts, target{
+				what:   "R2: sleep 10 ms, 1000 callers: Fleet ≥ 0.8 of the limit",
+				figure: fmt.Sprintf("%s of %s calls/s = %.3f", num(l.Throughput), num(l.Limit), l.Ratio),
+				met:    yesNo(l.Ratio >= 0.8),
+			})
+		}
+	}
 	return ts
 }
 
