@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -416,5 +417,68 @@ func TestUnsampledCall(t *testing.T) {
 		if counts[name] != 1 {
 			t.Errorf("%s: %d samples with code internal, want 1", name, counts[name])
 		}
+	}
+}
+
+// attrSampler samples every span and records, per span kind, whether the
+// attributes given to Start held rpc.method.
+type attrSampler struct {
+	mu   sync.Mutex
+	seen map[trace.SpanKind]bool
+}
+
+func (s *attrSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	has := false
+	for _, kv := range p.Attributes {
+		if kv.Key == fleetotel.RPCMethodKey {
+			has = true
+		}
+	}
+	s.mu.Lock()
+	s.seen[p.Kind] = has
+	s.mu.Unlock()
+	return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample}
+}
+
+func (s *attrSampler) Description() string { return "attrSampler" }
+
+// TestSamplerAttributes: by default a sampler sees no rpc.* attributes
+// (they are set on recording spans after the decision); with
+// WithSamplerAttributes it sees them at start. Either way the recorded
+// spans carry them.
+func TestSamplerAttributes(t *testing.T) {
+	for _, atStart := range []bool{false, true} {
+		sr := tracetest.NewSpanRecorder()
+		smp := &attrSampler{seen: map[trace.SpanKind]bool{}}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr), sdktrace.WithSampler(smp))
+		opts := []fleetotel.Option{fleetotel.WithTracerProvider(tp)}
+		if atStart {
+			opts = append(opts, fleetotel.WithSamplerAttributes())
+		}
+		tel := fleetotel.New(opts...)
+		srv := server.New(tel.ServerOption())
+		if err := srv.RegisterFunction("A", "Do", func(ctx context.Context, in *Req, out *Rep) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		addr := testutil.Serve(t, srv)
+		c := dial(t, addr, tel.ClientOptionFor(addr))
+		if err := c.Call(context.Background(), "A", "Do", &Req{}, &Rep{}); err != nil {
+			t.Fatal(err)
+		}
+		smp.mu.Lock()
+		for _, kind := range []trace.SpanKind{trace.SpanKindClient, trace.SpanKindServer} {
+			if got, ok := smp.seen[kind]; !ok || got != atStart {
+				t.Errorf("WithSamplerAttributes=%v: %s span's sampler saw rpc.method: %v (asked: %v), want %v", atStart, kind, got, ok, atStart)
+			}
+		}
+		smp.mu.Unlock()
+		spans := sr.Ended()
+		for _, kind := range []trace.SpanKind{trace.SpanKindClient, trace.SpanKindServer} {
+			a := attrs(one(t, spans, "A/Do", kind))
+			if a["rpc.method"].AsString() != "Do" || a["rpc.service"].AsString() != "A" || a["rpc.system"].AsString() != "fleet" || a["server.address"].AsString() == "" {
+				t.Errorf("WithSamplerAttributes=%v: %s span attributes %v", atStart, kind, a)
+			}
+		}
+		tp.Shutdown(context.Background())
 	}
 }
