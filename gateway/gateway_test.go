@@ -88,13 +88,33 @@ func startManual(t *testing.T, sopts []server.Option, gopts ...gateway.Option) (
 		}
 	}
 	g := gateway.New(srv, append([]gateway.Option{gateway.WithLogger(discard())}, gopts...)...)
+	addr, done := listenServe(t, g)
+	return g, addr, done
+}
+
+// listenServe serves g on a new 127.0.0.1 listener; done yields Serve's
+// error.
+func listenServe(t testing.TB, g *gateway.Gateway) (string, chan error) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- g.Serve(lis) }()
-	return g, lis.Addr().String(), done
+	return lis.Addr().String(), done
+}
+
+// serveGateway serves g on 127.0.0.1 until the test ends, then closes it
+// and waits for Serve to return.
+func serveGateway(t testing.TB, g *gateway.Gateway) string {
+	t.Helper()
+	addr, done := listenServe(t, g)
+	t.Cleanup(func() {
+		g.Close()
+		<-done
+	})
+	return addr
 }
 
 // start is startManual with a shutdown when the test ends.

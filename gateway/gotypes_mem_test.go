@@ -87,17 +87,7 @@ func TestGRPCGoTypesDecodeCostBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := gateway.New(srv, gateway.WithLogger(discard()))
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(lis) }()
-	defer func() {
-		g.Close()
-		<-done
-	}()
-	addr := lis.Addr().String()
+	addr := serveGateway(t, g)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cc := grpcConn(t, addr)

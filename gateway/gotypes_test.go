@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"math"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -190,17 +189,7 @@ func TestGRPCGoTypesRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := gateway.New(srv, gateway.WithLogger(discard()))
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(lis) }()
-	defer func() {
-		g.Close()
-		<-done
-	}()
-	addr := lis.Addr().String()
+	addr := serveGateway(t, g)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	in, out := reflectedMethod(t, ctx, addr, "Echoes", "Rich")
@@ -266,17 +255,7 @@ func TestGRPCGoTypesNoJSONForm(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := gateway.New(srv, gateway.WithLogger(discard()))
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(lis) }()
-	defer func() {
-		g.Close()
-		<-done
-	}()
-	addr := lis.Addr().String()
+	addr := serveGateway(t, g)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cc := grpcConn(t, addr)
@@ -297,7 +276,7 @@ func TestGRPCGoTypesNoJSONForm(t *testing.T) {
 	}
 
 	// The empty message is a valid request of any message type.
-	err = cc.Invoke(ctx, "/Echoes/BoolKeys", dynamicpb.NewMessage(in), dynamicpb.NewMessage(out))
+	err := cc.Invoke(ctx, "/Echoes/BoolKeys", dynamicpb.NewMessage(in), dynamicpb.NewMessage(out))
 	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "map key type bool") {
 		t.Fatalf("BoolKeys: %v", err)
 	}
@@ -314,17 +293,7 @@ func TestGRPCGoTypesBadMapEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := gateway.New(srv, gateway.WithLogger(discard()))
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(lis) }()
-	defer func() {
-		g.Close()
-		<-done
-	}()
-	addr := lis.Addr().String()
+	addr := serveGateway(t, g)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cc := grpcConn(t, addr)
@@ -338,7 +307,7 @@ func TestGRPCGoTypesBadMapEntry(t *testing.T) {
 	raw = protowire.AppendBytes(raw, entry)
 	req := dynamicpb.NewMessage(in)
 	req.SetUnknown(raw)
-	err = cc.Invoke(ctx, "/Echoes/Rich", req, dynamicpb.NewMessage(out))
+	err := cc.Invoke(ctx, "/Echoes/Rich", req, dynamicpb.NewMessage(out))
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("bad map entry: %v", err)
 	}

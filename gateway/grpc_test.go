@@ -239,17 +239,7 @@ func TestGRPCHealthFollowsServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := gateway.New(srv, gateway.WithProtoPackage("fleet.demo"))
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(lis) }()
-	defer func() {
-		g.Close()
-		<-done
-	}()
-	cc := grpcConn(t, lis.Addr().String())
+	cc := grpcConn(t, serveGateway(t, g))
 	hc := healthpb.NewHealthClient(cc)
 	ctx := context.Background()
 	check := func(svc string) healthpb.HealthCheckResponse_ServingStatus {
