@@ -75,26 +75,28 @@ func (a AdaptiveAlgorithm) String() string {
 // limit is not what bounds the load), nor does a new shortest latency;
 // both feed rttNoLoad.
 //
-// A call arriving while the limit is reached waits in a short backlog
-// rather than being shed at once, as in the LifoBlockingLimiter of
-// Netflix's concurrency-limits: at most Backlog calls wait, each at most
-// BacklogTimeout × rttNoLoad (and never past its deadline), and a slot
-// freed by a finishing call goes to the newest waiting call (LIFO: under
-// lasting overload the newest calls run after short waits and the oldest
-// time out, rather than every call waiting the whole bound). The wait
-// runs on a goroutine of the call's own, never on the connection's read
-// loop; it is not part of the latency sample, which starts when the call
-// gets its slot. A call leaves the backlog with ResourceExhausted and the
-// retry-after hint when its wait bound passes (counted as shed), with
-// DeadlineExceeded when its deadline does, with Canceled on the client's
-// cancel frame, and with ShuttingDown when Shutdown starts. Without a
-// no-load latency yet (before the first sample) no call waits. The backlog
-// keeps the handlers fed between arrivals: measured on the overload bench
-// (docs/benchmarks.md), it raised the share of time the handlers' slots
-// were busy from about 91 % to 97 % and the goodput from 0.86-0.89 to
-// 0.91-0.93 of peak, and the admitted calls' median latency from about
-// 1.3 to 2.2 times the uncongested one (each call granted from the
-// backlog waits about one handler's run for its slot).
+// With BacklogTimeout > 0 (off by default), a call arriving while the
+// limit is reached waits in a short backlog rather than being shed at
+// once, as in the LifoBlockingLimiter of Netflix's concurrency-limits: at
+// most Backlog calls wait, each at most BacklogTimeout × rttNoLoad (and
+// never past its deadline), and a slot freed by a finishing call goes to
+// the newest waiting call (LIFO: under lasting overload the newest calls
+// run after short waits and the oldest time out, rather than every call
+// waiting the whole bound). The wait runs on a goroutine of the call's
+// own, never on the connection's read loop; it is not part of the latency
+// sample, which starts when the call gets its slot (and the call's
+// deadline, passed on to its handler, counts the wait). A call leaves the
+// backlog with ResourceExhausted and the retry-after hint when its wait
+// bound passes (counted as shed), with DeadlineExceeded when its deadline
+// does, with Canceled on the client's cancel frame, and with ShuttingDown
+// when Shutdown starts. Before the first sample (no rttNoLoad) no call
+// waits. The backlog keeps the handlers fed between arrivals but adds
+// about one handler's run of waiting to the calls it admits: on the
+// overload bench (docs/benchmarks.md, "Overload") BacklogTimeout 1 raised
+// the goodput at twice the capacity from 0.88 to 0.91-0.94 of peak (slots
+// busy 92 % to 98 %) and the admitted calls' p99 from 2.6 to 3.2-3.6 times
+// the uncongested p99; no setting tried improved both, so it is off by
+// default.
 //
 // The limiter is safe for concurrent use: one mutex guards its state.
 type AdaptiveLimit struct {
@@ -121,13 +123,14 @@ type AdaptiveLimit struct {
 	Smoothing float64
 	// BacklogTimeout is the longest a call arriving while the limit is
 	// reached waits for a slot, as a multiple of rttNoLoad (so it follows
-	// the handlers' cost). Default 1; negative: no backlog, such calls are
-	// shed at once.
+	// the handlers' cost). Default 0: no backlog, such calls are shed at
+	// once (see the measurements at AdaptiveLimit for why it is off).
 	BacklogTimeout float64
-	// Backlog is the most calls waiting at once, in calls. Default 0: the
-	// current limit × BacklogTimeout, rounded up (by Little's law about
-	// the calls that finish within the wait bound, so that a longer
-	// backlog would mostly time out); negative: no backlog.
+	// Backlog (with BacklogTimeout > 0) is the most calls waiting at once,
+	// in calls. Default 0: the current limit × BacklogTimeout, rounded up
+	// (by Little's law about the calls that finish within the wait bound,
+	// so that a longer backlog would mostly time out); negative: no
+	// backlog.
 	Backlog int
 }
 
@@ -140,15 +143,15 @@ const (
 	DefaultAdaptiveTolerance       = 1.5
 	DefaultAdaptiveQueueSize       = 1.0
 	DefaultAdaptiveSmoothing       = 0.2
-	DefaultAdaptiveBacklogTimeout  = 1.0
+	DefaultAdaptiveBacklogTimeout  = 0.0 // no backlog
 )
 
 // WithAdaptiveLimit bounds the calls running at once, all connections and
 // methods together, by a limit that adapts to the latency of the handlers
 // (see AdaptiveLimit and AdaptiveAlgorithm for the algorithms). A call
-// arriving while the limit is reached waits in the limit's short backlog
-// (see AdaptiveLimit); one that finds the backlog full, or whose wait
-// bound passes, is answered ResourceExhausted without running, with the
+// arriving while the limit is reached (and, with AdaptiveLimit's
+// BacklogTimeout, finding its backlog full or waiting there in vain) is
+// answered ResourceExhausted without running, with the
 // response metadata RetryAfterKey (as the rate limits send) set to the
 // recent no-load latency in milliseconds, at least 1; an XClient takes
 // such an answer as not processed and fails over. A
@@ -247,10 +250,7 @@ func newAdaptiveLimiter(a AdaptiveLimit) *adaptiveLimiter {
 	if a.Smoothing <= 0 || a.Smoothing > 1 {
 		a.Smoothing = DefaultAdaptiveSmoothing
 	}
-	if a.BacklogTimeout == 0 {
-		a.BacklogTimeout = DefaultAdaptiveBacklogTimeout
-	}
-	if a.BacklogTimeout < 0 || a.Backlog < 0 {
+	if a.BacklogTimeout <= 0 || a.Backlog < 0 {
 		a.BacklogTimeout, a.Backlog = 0, -1
 	}
 	a.Initial = min(max(a.Initial, a.Min), a.Max)
