@@ -123,8 +123,9 @@ type AdaptiveLimit struct {
 	Smoothing float64
 	// BacklogTimeout is the longest a call arriving while the limit is
 	// reached waits for a slot, as a multiple of rttNoLoad (so it follows
-	// the handlers' cost). Default 0: no backlog, such calls are shed at
-	// once (see the measurements at AdaptiveLimit for why it is off).
+	// the handlers' cost), at most an hour. Default 0: no backlog, such
+	// calls are shed at once (see the measurements at AdaptiveLimit for
+	// why it is off).
 	BacklogTimeout float64
 	// Backlog (with BacklogTimeout > 0) is the most calls waiting at once,
 	// in calls. Default 0: the current limit × BacklogTimeout, rounded up
@@ -283,7 +284,7 @@ func (l *adaptiveLimiter) admit() (ok bool, w *admitWaiter, wait time.Duration) 
 		return true, nil, 0
 	}
 	l.limited = true
-	wait = time.Duration(l.cfg.BacklogTimeout * float64(l.noLoad.get()))
+	wait = time.Duration(min(l.cfg.BacklogTimeout*float64(l.noLoad.get()), float64(time.Hour)))
 	if wait <= 0 || l.closed || len(l.backlog) >= l.backlogCapLocked() {
 		l.shed++
 		return false, nil, 0
