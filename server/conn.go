@@ -157,25 +157,7 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 	oneway := f.Flags&protocol.FlagOneway != 0
 	var cctx *callCtx
 	var refuseMD fleet.Metadata
-	refuse := func(err error) {
-		if len(s.hooks.refused) > 0 {
-			fe, ok := err.(*fleet.Error)
-			if !ok {
-				fe = fleet.WrapError(fleet.CodeOf(err), err)
-			}
-			for _, h := range s.hooks.refused {
-				h.OnCallRefused(string(f.Service), string(f.Method), fe)
-			}
-		}
-		seq, cd := f.Seq, f.Codec
-		bufpool.Put(buf)
-		if cctx != nil {
-			cctx.end()
-		}
-		if !oneway {
-			c.respond(seq, cd, 0, nil, err, refuseMD, nil)
-		}
-	}
+	refuse := func(err error) { c.refuseCall(&f, buf, cctx, oneway, err, refuseMD) }
 	if s.shutdown.Load() {
 		refuse(errShuttingDown)
 		return
@@ -213,12 +195,63 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 		refuse(rerr)
 		return
 	}
-	held, md, lerr := c.admitAdaptive(oneway)
+	held, w, wait, md, lerr := c.admitAdaptive(oneway)
 	if lerr != nil {
 		refuseMD = md
 		refuse(lerr)
 		return
 	}
+	if w != nil {
+		c.queue(f, buf, cctx, m, w, wait)
+		return
+	}
+	c.start(f, buf, cctx, m, oneway, held)
+}
+
+// queue waits, on a goroutine of its own (never the read loop), for the
+// adaptive-limit slot of a call in the limit's backlog, then starts the
+// call or refuses it. The wait counts as in flight for Shutdown.
+func (c *conn) queue(f protocol.Frame, buf *[]byte, cctx *callCtx, m *methodType, w *admitWaiter, wait time.Duration) {
+	c.s.inflight.Add(1)
+	go func() {
+		defer c.s.inflight.Add(-1)
+		held, md, err := c.awaitAdaptive(&f, w, wait)
+		if err != nil {
+			c.refuseCall(&f, buf, cctx, false, err, md)
+			return
+		}
+		c.start(f, buf, cctx, m, false, held)
+	}()
+}
+
+// refuseCall answers a call refused before it ran (none for a oneway
+// send) with err and the response metadata md, after the refused hooks.
+func (c *conn) refuseCall(f *protocol.Frame, buf *[]byte, cctx *callCtx, oneway bool, err error, md fleet.Metadata) {
+	s := c.s
+	if len(s.hooks.refused) > 0 {
+		fe, ok := err.(*fleet.Error)
+		if !ok {
+			fe = fleet.WrapError(fleet.CodeOf(err), err)
+		}
+		for _, h := range s.hooks.refused {
+			h.OnCallRefused(string(f.Service), string(f.Method), fe)
+		}
+	}
+	seq, cd := f.Seq, f.Codec
+	bufpool.Put(buf)
+	if cctx != nil {
+		cctx.end()
+	}
+	if !oneway {
+		c.respond(seq, cd, 0, nil, err, md, nil)
+	}
+}
+
+// start hands an admitted call to a handler goroutine, once its cost fits
+// in the memory budgets; held: it holds an adaptive-limit slot.
+func (c *conn) start(f protocol.Frame, buf *[]byte, cctx *callCtx, m *methodType, oneway, held bool) {
+	s := c.s
+	refuse := func(err error) { c.refuseCall(&f, buf, cctx, oneway, err, nil) }
 	var lim time.Time
 	if held {
 		lim = time.Now()

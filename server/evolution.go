@@ -28,6 +28,7 @@ type connExt struct {
 	mu      sync.Mutex
 	running map[uint64]*lazyCancelCtx // cancellable unary calls by seq
 	streams map[uint64]*serverStream  // open streams by id
+	waiting map[uint64]chan struct{}  // calls in the adaptive limit's backlog by seq; closed by a cancel frame
 }
 
 // serverCaps is what this server announces.
@@ -204,6 +205,10 @@ func (c *conn) cancelSeq(seq uint64) {
 	c.ext.mu.Lock()
 	lc := c.ext.running[seq]
 	st := c.ext.streams[seq]
+	if ch := c.ext.waiting[seq]; ch != nil {
+		delete(c.ext.waiting, seq)
+		close(ch)
+	}
 	c.ext.mu.Unlock()
 	if lc != nil {
 		lc.cancel()

@@ -318,6 +318,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	s.shutdown.Store(true)
+	if s.adaptive != nil {
+		s.adaptive.shutdown() // calls in its backlog: ShuttingDown
+	}
 	for l := range s.listeners {
 		l.Close()
 	}
