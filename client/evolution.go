@@ -7,6 +7,7 @@ import (
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/internal/bufpool"
+	"github.com/fleetrpc/fleet/internal/flow"
 	"github.com/fleetrpc/fleet/protocol"
 )
 
@@ -17,6 +18,14 @@ type clientExt struct {
 	hello     protocol.Hello
 	helloDone chan struct{} // closed when the first pong arrives or the client stops
 	helloOnce sync.Once
+
+	// Connection flow control, set when both Hellos carry
+	// SettingConnWindow (nil otherwise): connCredit is the send credit
+	// the server granted, connWin the window the client grants. Written
+	// by the read loop before helloDone is closed; connWin is used by the
+	// read loop only, connCredit by streams (opened after helloDone).
+	connCredit *flow.ConnCredit
+	connWin    *flow.ConnWindow
 
 	goAway atomic.Pointer[protocol.GoAway] // the server's go-away, once received
 
@@ -31,9 +40,12 @@ const clientCaps = protocol.CapCancel | protocol.CapStreams
 // connection. A revision 1 server answers it with a plain pong.
 func (c *Client) startHello() {
 	c.ext.helloDone = make(chan struct{})
+	settings := map[uint64]uint64{protocol.SettingStreamWindow: uint64(c.opts.streamWindow())}
+	if w := c.opts.connWindow(); w > 0 {
+		settings[protocol.SettingConnWindow] = uint64(w)
+	}
 	p := protocol.AppendHello(make([]byte, 0, 32), &protocol.Hello{
-		Revision: protocol.Revision, Capabilities: clientCaps,
-		Settings: map[uint64]uint64{protocol.SettingStreamWindow: uint64(c.opts.streamWindow())},
+		Revision: protocol.Revision, Capabilities: clientCaps, Settings: settings,
 	})
 	if err := c.w.Write(protocol.AppendControl(nil, protocol.TypePing, protocol.FlagHello, 0, p)); err != nil {
 		c.helloFinished()
@@ -52,6 +64,11 @@ func (c *Client) onPong(f protocol.Frame, buf *[]byte) {
 		if h, err := protocol.ParseHello(f.Payload); err == nil {
 			c.ext.hello = h // written before helloDone is closed, read after
 			c.ext.caps.Store(h.Capabilities & clientCaps)
+			// Connection flow control when both sides announced a window.
+			if own, peer := c.opts.connWindow(), h.Setting(protocol.SettingConnWindow, 0, protocol.MaxWindow); own > 0 && peer > 0 && h.Capabilities&protocol.CapStreams != 0 {
+				c.ext.connCredit = flow.NewConnCredit(int64(peer))
+				c.ext.connWin = flow.NewConnWindow(int64(own))
+			}
 		}
 	}
 	bufpool.Put(buf)

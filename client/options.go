@@ -34,6 +34,7 @@ type options struct {
 	codec        codec.ID
 	codecSet     bool
 	streamWin    int                 // WithStreamWindow (stream.go)
+	connWin      int                 // WithConnWindow (stream.go)
 	streamICs    []StreamInterceptor // WithStreamInterceptor (stream.go)
 	comp         compress.ID
 	compressMin  int

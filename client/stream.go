@@ -39,6 +39,35 @@ func (o *options) streamWindow() int {
 	return min(o.streamWin, protocol.MaxWindow)
 }
 
+// DefaultConnWindow is the connection-wide flow-control window a client
+// grants by default, in bytes of stream message payload (see
+// WithConnWindow).
+const DefaultConnWindow = 4 << 20
+
+// WithConnWindow sets the connection-wide flow-control window the client
+// grants the server: how many bytes of stream messages, over all streams
+// of the connection, the server may send before the client's read loop
+// has accepted them (the client grants them back on receipt, not when
+// the caller consumes them; each stream's own window bounds what it
+// buffers). It is announced in the client's Hello (setting 4) and used,
+// in both directions, only when the server announces one too. Default
+// 4 MiB; at most 2^31-1; a negative n announces none, so the connection
+// has no connection window (as with servers before it).
+func WithConnWindow(n int) Option {
+	return optionFunc(func(o *options) { o.connWin = n })
+}
+
+// connWindow returns the connection window to announce, 0 for none.
+func (o *options) connWindow() int {
+	switch {
+	case o.connWin < 0:
+		return 0
+	case o.connWin == 0:
+		return DefaultConnWindow
+	}
+	return min(o.connWin, protocol.MaxWindow)
+}
+
 // ErrStreamsUnsupported is wrapped by the error of a stream opened to a
 // server that does not announce streams (a revision 1 server); the stream
 // was not opened. Its code is Unimplemented.
@@ -213,6 +242,26 @@ func (st *clientStream) cause() error {
 // onStreamFrame handles stream data, end and window update frames from
 // the server. Frames for a stream the client no longer knows are ignored.
 func (c *Client) onStreamFrame(f protocol.Frame, buf *[]byte) {
+	if cw := c.ext.connWin; cw != nil {
+		// Connection flow control counts every data frame, also those
+		// of streams the client no longer knows: the server took them
+		// from its connection credit.
+		switch {
+		case f.Type == protocol.TypeStreamData:
+			if grant := cw.Receive(int64(len(f.Payload))); grant > 0 {
+				c.grantConn(grant)
+			}
+		case f.Type == protocol.TypeWindowUpdate && f.Seq == 0:
+			inc, err := protocol.ParseWindowUpdate(f.Payload)
+			bufpool.Put(buf)
+			if err != nil {
+				c.fail(fleet.Errorf(fleet.InvalidArgument, "server broke the protocol: connection window update: %v", err))
+				return
+			}
+			c.ext.connCredit.Add(int64(inc))
+			return
+		}
+	}
 	c.ext.mu.Lock()
 	st := c.ext.streams[f.Seq]
 	c.ext.mu.Unlock()
@@ -249,6 +298,13 @@ func (c *Client) onStreamFrame(f protocol.Frame, buf *[]byte) {
 	default:
 		bufpool.Put(buf)
 	}
+}
+
+// grantConn sends the server a connection window update (stream id 0).
+func (c *Client) grantConn(n int64) {
+	var b [protocol.HeaderSize + 3 + 4]byte
+	p := protocol.AppendWindowUpdate(nil, uint32(n))
+	_ = c.w.WriteUrgent(protocol.AppendControl(b[:0], protocol.TypeWindowUpdate, 0, 0, p))
 }
 
 // failStreams ends every open stream with err (the connection failed).
@@ -294,7 +350,13 @@ func (st *clientStream) send(msg any) error {
 	if err := protocol.EndFrame(buf, start, st.c.opts.limits.MaxFrameSize); err != nil {
 		return err
 	}
-	if !st.credit.Acquire(int64(len(buf)-p0), st.ctx.Done()) {
+	n := int64(len(buf) - p0)
+	if !st.credit.Acquire(n, st.ctx.Done()) {
+		return st.cause()
+	}
+	// The connection credit too (nil, granting at once, when the server
+	// announced no connection window).
+	if !st.c.ext.connCredit.Acquire(n, st.ctx.Done()) {
 		return st.cause()
 	}
 	return st.c.w.Write(buf)

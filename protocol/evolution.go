@@ -69,6 +69,12 @@ const (
 	// SettingMaxMessage is the largest stream message, in bytes, the
 	// sender of the Hello accepts.
 	SettingMaxMessage uint64 = 3
+	// SettingConnWindow is the connection-wide send credit, in bytes of
+	// stream message payload, the sender of the Hello grants across all
+	// streams of the connection. It is used only when both Hellos carry
+	// it; a window update with stream id 0 returns it. See
+	// docs/protocol.md, "Flow control".
+	SettingConnWindow uint64 = 4
 )
 
 // maxSettings bounds the settings a Hello may carry.

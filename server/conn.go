@@ -141,7 +141,13 @@ func (c *conn) readLoop() {
 			bufpool.Put(buf)
 			c.ackOnce.Do(func() { close(c.acked) })
 		default:
-			c.onExtension(f, buf) // revision 2 frames; pongs, stray responses and unknown types are ignored
+			// Revision 2 frames; pongs, stray responses and unknown types
+			// are ignored.
+			if err := c.onExtension(f, buf); err != nil {
+				s.opts.logger.Debug("fleet server: closing connection", "remote", c.remote, "err", err)
+				c.readFailed(err)
+				return
+			}
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/internal/bufpool"
+	"github.com/fleetrpc/fleet/internal/flow"
 	"github.com/fleetrpc/fleet/protocol"
 )
 
@@ -24,6 +25,13 @@ type connExt struct {
 	// peerWindow is the stream window the client's Hello granted: the
 	// server's initial send credit per stream.
 	peerWindow atomic.Int64
+	// Connection flow control, set from the client's first Hello when
+	// both sides announce SettingConnWindow (nil otherwise): connCredit
+	// is the send credit the client granted (read by stream handlers),
+	// connWin the window the server grants (read loop only).
+	connCredit atomic.Pointer[flow.ConnCredit]
+	connWin    *flow.ConnWindow
+	helloSeen  bool // read loop only
 
 	mu      sync.Mutex
 	running map[uint64]*lazyCancelCtx // cancellable unary calls by seq
@@ -46,13 +54,22 @@ func (c *conn) onPing(f protocol.Frame, buf *[]byte) {
 			c.ext.peerWindow.Store(int64(h.Setting(protocol.SettingStreamWindow, DefaultStreamWindow, protocol.MaxWindow)))
 			flags = protocol.FlagHello
 			so := c.s.opts.stream.withDefaults()
+			settings := map[uint64]uint64{
+				protocol.SettingStreamWindow: uint64(so.window),
+				protocol.SettingMaxStreams:   uint64(so.maxStreams),
+				protocol.SettingMaxMessage:   uint64(so.maxMessage),
+			}
+			if so.connWindow > 0 {
+				settings[protocol.SettingConnWindow] = uint64(so.connWindow)
+				// Only the first Hello sets the connection window up.
+				if peer := h.Setting(protocol.SettingConnWindow, 0, protocol.MaxWindow); !c.ext.helloSeen && peer > 0 && h.Capabilities&protocol.CapStreams != 0 {
+					c.ext.connWin = flow.NewConnWindow(int64(so.connWindow))
+					c.ext.connCredit.Store(flow.NewConnCredit(int64(peer)))
+				}
+			}
+			c.ext.helloSeen = true
 			payload = protocol.AppendHello(make([]byte, 0, 32), &protocol.Hello{
-				Revision: protocol.Revision, Capabilities: serverCaps,
-				Settings: map[uint64]uint64{
-					protocol.SettingStreamWindow: uint64(so.window),
-					protocol.SettingMaxStreams:   uint64(so.maxStreams),
-					protocol.SettingMaxMessage:   uint64(so.maxMessage),
-				},
+				Revision: protocol.Revision, Capabilities: serverCaps, Settings: settings,
 			})
 		}
 		// A Hello that does not parse is answered as a revision 1 peer
@@ -64,8 +81,10 @@ func (c *conn) onPing(f protocol.Frame, buf *[]byte) {
 }
 
 // onExtension handles frames the revision 1 read loop did not know.
-// Frames of unknown types, and stray pongs and responses, are ignored.
-func (c *conn) onExtension(f protocol.Frame, buf *[]byte) {
+// Frames of unknown types, and stray pongs and responses, are ignored. It
+// returns a protocol error that ends the connection (a malformed
+// connection window update).
+func (c *conn) onExtension(f protocol.Frame, buf *[]byte) error {
 	c.ext.spoke.Store(true)
 	switch f.Type {
 	case protocol.TypeCancel:
@@ -73,10 +92,11 @@ func (c *conn) onExtension(f protocol.Frame, buf *[]byte) {
 		bufpool.Put(buf)
 		c.cancelSeq(seq)
 	case protocol.TypeStreamOpen, protocol.TypeStreamData, protocol.TypeWindowUpdate:
-		c.onStreamFrame(f, buf)
+		return c.onStreamFrame(f, buf)
 	default:
 		bufpool.Put(buf)
 	}
+	return nil
 }
 
 // noteSeq records a request's sequence id for the go-away's LastSeq.

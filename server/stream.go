@@ -24,6 +24,7 @@ import (
 // defaults.
 type streamOptions struct {
 	window, maxStreams, maxMessage int
+	connWindow                     int // WithConnWindow; < 0: none
 	interceptors                   []StreamInterceptor
 }
 
@@ -45,6 +46,8 @@ const (
 	DefaultStreamWindow      = 256 << 10
 	DefaultMaxStreamsPerConn = 100
 	DefaultMaxStreamMessage  = 4 << 20
+	// DefaultConnWindow is the connection-wide window: see WithConnWindow.
+	DefaultConnWindow = 4 << 20
 )
 
 func (o streamOptions) withDefaults() streamOptions {
@@ -58,6 +61,13 @@ func (o streamOptions) withDefaults() streamOptions {
 	if o.maxMessage <= 0 {
 		o.maxMessage = DefaultMaxStreamMessage
 	}
+	switch {
+	case o.connWindow == 0:
+		o.connWindow = DefaultConnWindow
+	case o.connWindow < 0:
+		o.connWindow = 0 // announce none
+	}
+	o.connWindow = min(o.connWindow, protocol.MaxWindow)
 	return o
 }
 
@@ -66,6 +76,20 @@ func (o streamOptions) withDefaults() streamOptions {
 // stream before the handler consumes it. Default 256 KiB; at most 2^31-1.
 func WithStreamWindow(n int) Option {
 	return optionFunc(func(o *options) { o.stream.window = n })
+}
+
+// WithConnWindow sets the connection-wide flow-control window the server
+// grants each client connection, in bytes of stream message payload over
+// all its streams: how much a client may send before the server's read
+// loop has accepted it (the server grants it back on receipt, not when
+// handlers consume it; each stream's window bounds what it buffers). It
+// is announced in the server's Hello (setting 4) and used, in both
+// directions, only with clients that announce one too. A client that
+// overruns it gets a go-away with reason protocol error and its
+// connection is closed. Default 4 MiB; at most 2^31-1; a negative n
+// announces none (no connection window, as with servers before it).
+func WithConnWindow(n int) Option {
+	return optionFunc(func(o *options) { o.stream.connWindow = n })
 }
 
 // WithMaxStreamsPerConn caps the streams open at once on one connection;
@@ -142,24 +166,45 @@ func (c *streamCtx) Value(key any) any {
 // onStreamFrame handles stream open, data and window update frames.
 // Frames for a stream the server does not know (already ended, reset) are
 // ignored: they may have crossed the stream's end on the wire.
-func (c *conn) onStreamFrame(f protocol.Frame, buf *[]byte) {
+// A malformed connection window update (stream id 0) is returned: the
+// read loop then ends the connection with a protocol-error go-away.
+func (c *conn) onStreamFrame(f protocol.Frame, buf *[]byte) error {
 	if f.Type == protocol.TypeStreamOpen {
 		c.openStream(f, buf)
-		return
+		return nil
+	}
+	if cw := c.ext.connWin; cw != nil {
+		// Connection flow control counts every data frame, also those
+		// of streams the server no longer knows: the client took them
+		// from its connection credit.
+		switch {
+		case f.Type == protocol.TypeStreamData:
+			if grant := cw.Receive(int64(len(f.Payload))); grant > 0 {
+				c.grant(0, grant)
+			}
+		case f.Type == protocol.TypeWindowUpdate && f.Seq == 0:
+			inc, err := protocol.ParseWindowUpdate(f.Payload)
+			bufpool.Put(buf)
+			if err != nil {
+				return fleet.Errorf(fleet.InvalidArgument, "connection window update: %v", err)
+			}
+			c.ext.connCredit.Load().Add(int64(inc))
+			return nil
+		}
 	}
 	c.ext.mu.Lock()
 	st := c.ext.streams[f.Seq]
 	c.ext.mu.Unlock()
 	if st == nil {
 		bufpool.Put(buf)
-		return
+		return nil
 	}
 	switch f.Type {
 	case protocol.TypeStreamData:
 		if f.Flags&protocol.FlagEndStream != 0 {
 			bufpool.Put(buf)
 			st.inbox.Close(io.EOF)
-			return
+			return nil
 		}
 		if err := st.inbox.Push(flow.Msg{Frame: f, Buf: buf}); err != nil {
 			bufpool.Put(buf)
@@ -170,12 +215,13 @@ func (c *conn) onStreamFrame(f protocol.Frame, buf *[]byte) {
 		bufpool.Put(buf)
 		if err != nil {
 			st.fail(err)
-			return
+			return nil
 		}
 		st.credit.Add(int64(inc))
 	default:
 		bufpool.Put(buf)
 	}
+	return nil
 }
 
 // openStream starts a stream's handler, or ends the stream at once when
@@ -370,7 +416,13 @@ func (st *serverStream) send(msg any) error {
 	if err := protocol.EndFrame(buf, start, st.srv.opts.limits.MaxFrameSize); err != nil {
 		return err
 	}
-	if !st.credit.Acquire(int64(len(buf)-p0), st.ctx.Done()) {
+	n := int64(len(buf) - p0)
+	if !st.credit.Acquire(n, st.ctx.Done()) {
+		return st.ctxErr()
+	}
+	// The connection credit too (nil, granting at once, when the client
+	// announced no connection window).
+	if !st.c.ext.connCredit.Load().Acquire(n, st.ctx.Done()) {
 		return st.ctxErr()
 	}
 	return st.c.w.Write(buf)

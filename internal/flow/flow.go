@@ -216,3 +216,97 @@ func (in *Inbox) Held() int64 {
 	defer in.mu.Unlock()
 	return in.held
 }
+
+// ConnCredit is a sender's connection-wide credit, in bytes of stream
+// message payload: every stream of a connection takes its messages from
+// it as well as from its own Credit (docs/protocol.md, "Flow control").
+// Unlike Credit it wakes every waiting sender when credit returns, since
+// many streams may wait on it at once. Safe for concurrent use.
+type ConnCredit struct {
+	mu    sync.Mutex
+	avail int64
+	full  int64
+	wake  chan struct{} // closed and replaced by Add
+}
+
+// NewConnCredit returns a connection credit of window bytes (at least 1).
+func NewConnCredit(window int64) *ConnCredit {
+	window = max(window, 1)
+	return &ConnCredit{avail: window, full: window, wake: make(chan struct{})}
+}
+
+// Acquire waits until n bytes may be sent and takes them, by the rule of
+// Credit.Acquire (the credit covers n, or at most half the window is
+// outstanding). It returns false, taking nothing, once done is closed.
+// A nil ConnCredit (no connection window) grants at once.
+func (c *ConnCredit) Acquire(n int64, done <-chan struct{}) bool {
+	if c == nil {
+		return true
+	}
+	for {
+		c.mu.Lock()
+		if c.avail >= n || c.full-c.avail <= c.full/2 {
+			c.avail -= n
+			c.mu.Unlock()
+			return true
+		}
+		wake := c.wake
+		c.mu.Unlock()
+		select {
+		case <-wake:
+		case <-done:
+			return false
+		}
+	}
+}
+
+// Add returns n bytes of credit (a connection window update) and wakes
+// every waiting sender. The credit is capped at protocol.MaxWindow.
+func (c *ConnCredit) Add(n int64) {
+	c.mu.Lock()
+	c.avail = min(c.avail+n, protocol.MaxWindow)
+	close(c.wake)
+	c.wake = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// Available returns the current credit in bytes.
+func (c *ConnCredit) Available() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.avail
+}
+
+// ConnWindow is a receiver's connection-wide window: it counts the stream
+// message payload bytes the connection's read loop accepted and grants
+// them back once a quarter of the window (GrantDivisor) has arrived since
+// the last grant. It grants on receipt, not on consumption, as grpc-go's
+// inbound connection flow control (trInFlow) does: each stream's window
+// already bounds what that stream buffers, and granting on consumption
+// would let one stalled consumer stop every stream. Because every byte
+// read is granted back at once, a receiver cannot tell a sender that
+// ignores the window from a fast one, so Receive reports no overrun (the
+// stream windows, enforced by Inbox.Push, bound what a misbehaving sender
+// makes the receiver hold). Only the read loop calls it.
+type ConnWindow struct {
+	window      int64
+	outstanding int64 // bytes received and not yet granted back
+}
+
+// NewConnWindow returns a receiver's connection window of window bytes
+// (at least 1).
+func NewConnWindow(window int64) *ConnWindow {
+	return &ConnWindow{window: max(window, 1)}
+}
+
+// Receive counts a stream data frame of n payload bytes. grant, when
+// positive, is what the caller must send back in a connection window
+// update (at most protocol.MaxWindow; the rest stays counted).
+func (w *ConnWindow) Receive(n int64) (grant int64) {
+	w.outstanding += n
+	if w.outstanding >= max(w.window/GrantDivisor, 1) {
+		grant = min(w.outstanding, protocol.MaxWindow)
+		w.outstanding -= grant
+	}
+	return grant
+}
