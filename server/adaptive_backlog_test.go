@@ -9,36 +9,19 @@ import (
 	"time"
 
 	"github.com/fleetrpc/fleet"
-	"github.com/fleetrpc/fleet/internal/testutil"
 	"github.com/fleetrpc/fleet/server"
 )
 
-// backlogServer serves Work.Do under an adaptive limit fixed at limit with
-// a backlog of backlog calls waiting at most timeout × the no-load
-// latency. A call with a negative argument returns at once (it gives the
-// limiter its no-load latency, without which no call waits); the others
-// block until gate is closed. Refused calls are reported to ref.
+// backlogServer is gatedServer under an adaptive limit fixed at limit
+// with a backlog of backlog calls waiting at most timeout × the no-load
+// latency. It makes one call with a negative argument first (it returns
+// at once and gives the limiter its no-load latency, without which no
+// call waits). Refused calls are reported to ref.
 func backlogServer(t *testing.T, limit, backlog int, timeout float64) (srv *server.Server, addr string, gate chan struct{}, running, peak, handled *atomic.Int64, ref *refusals) {
-	running, peak, handled = new(atomic.Int64), new(atomic.Int64), new(atomic.Int64)
-	gate = make(chan struct{})
 	ref = &refusals{}
-	srv = server.New(server.WithPlugin(ref), server.WithAdaptiveLimit(server.AdaptiveLimit{
+	srv, addr, gate, running, peak, handled = gatedServerWith(t, server.AdaptiveLimit{
 		Initial: limit, Min: limit, Max: limit, Backlog: backlog, BacklogTimeout: timeout,
-	}))
-	srv.RegisterFunction("Work", "Do", func(ctx context.Context, in *int, out *int) error {
-		if *in < 0 {
-			return nil
-		}
-		n := running.Add(1)
-		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-		}
-		<-gate
-		running.Add(-1)
-		handled.Add(1)
-		*out = *in
-		return nil
-	})
-	addr = testutil.Serve(t, srv)
+	}, server.WithPlugin(ref))
 	c := dial(t, addr)
 	var out int
 	if err := c.Call(context.Background(), "Work", "Do", -1, &out); err != nil {
@@ -81,45 +64,17 @@ func fill(t *testing.T, c interface {
 func TestAdaptiveBacklogQueuesThenRuns(t *testing.T) {
 	const limit, backlog, extra = 4, 3, 5
 	srv, addr, gate, running, peak, handled, _ := backlogServer(t, limit, backlog, hugeWait)
-	c := dial(t, addr)
-	var ok, shed, other atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan string, limit+backlog+extra)
-	for i := 0; i < limit+backlog+extra; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var md fleet.Metadata
-			var out int
-			err := c.Call(fleet.WithResponseMetadata(context.Background(), &md), "Work", "Do", i, &out)
-			switch {
-			case err == nil:
-				ok.Add(1)
-			case fleet.CodeOf(err) == fleet.ResourceExhausted:
-				shed.Add(1)
-				if ms, perr := strconv.Atoi(md[server.RetryAfterKey]); perr != nil || ms < 1 {
-					errs <- "shed call's retry-after = " + strconv.Quote(md[server.RetryAfterKey])
-				}
-			default:
-				other.Add(1)
-				errs <- err.Error()
-			}
-		}()
-	}
+	b := startBurst(dial(t, addr), limit+backlog+extra)
 	waitFor(t, "N running, B waiting, the rest shed", func() bool {
-		return running.Load() == limit && srv.AdaptiveLimitWaiting() == backlog && shed.Load()+other.Load() == extra
+		return running.Load() == limit && srv.AdaptiveLimitWaiting() == backlog && b.shed.Load()+b.other.Load() == extra
 	})
 	if _, _, n := srv.AdaptiveLimitState(); n != extra {
 		t.Fatalf("AdaptiveLimitState: shed %d, want %d", n, extra)
 	}
 	close(gate)
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Error(e)
-	}
-	if ok.Load() != limit+backlog || shed.Load() != extra || other.Load() != 0 {
-		t.Fatalf("ok %d shed %d other %d, want %d, %d, 0", ok.Load(), shed.Load(), other.Load(), limit+backlog, extra)
+	b.wait(t)
+	if b.ok.Load() != limit+backlog || b.shed.Load() != extra || b.other.Load() != 0 {
+		t.Fatalf("ok %d shed %d other %d, want %d, %d, 0", b.ok.Load(), b.shed.Load(), b.other.Load(), limit+backlog, extra)
 	}
 	if handled.Load() != limit+backlog || peak.Load() > limit {
 		t.Fatalf("handlers ran %d (peak %d at once), want %d (at most %d)", handled.Load(), peak.Load(), limit+backlog, limit)

@@ -16,10 +16,19 @@ import (
 // gatedServer serves Work.Do, whose handlers block until gate is closed,
 // under an adaptive limit fixed at limit.
 func gatedServer(t *testing.T, limit int) (srv *server.Server, addr string, gate chan struct{}, running, peak, handled *atomic.Int64) {
+	return gatedServerWith(t, server.AdaptiveLimit{Initial: limit, Min: limit, Max: limit})
+}
+
+// gatedServerWith is gatedServer under the adaptive limit al, with opts.
+// A call with a negative argument returns at once, without counting.
+func gatedServerWith(t *testing.T, al server.AdaptiveLimit, opts ...server.Option) (srv *server.Server, addr string, gate chan struct{}, running, peak, handled *atomic.Int64) {
 	running, peak, handled = new(atomic.Int64), new(atomic.Int64), new(atomic.Int64)
 	gate = make(chan struct{})
-	srv = server.New(server.WithAdaptiveLimit(server.AdaptiveLimit{Initial: limit, Min: limit, Max: limit}))
+	srv = server.New(append(opts, server.WithAdaptiveLimit(al))...)
 	srv.RegisterFunction("Work", "Do", func(ctx context.Context, in *int, out *int) error {
+		if *in < 0 {
+			return nil
+		}
 		n := running.Add(1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 		}
@@ -32,50 +41,67 @@ func gatedServer(t *testing.T, limit int) (srv *server.Server, addr string, gate
 	return srv, testutil.Serve(t, srv), gate, running, peak, handled
 }
 
+// burst is n concurrent calls of Work.Do, each counted as ok, shed
+// (ResourceExhausted, whose retry-after hint must be set) or other.
+type burst struct {
+	ok, shed, other atomic.Int64
+	wg              sync.WaitGroup
+	errs            chan string
+}
+
+// startBurst starts n calls on c.
+func startBurst(c *client.Client, n int) *burst {
+	b := &burst{errs: make(chan string, n)}
+	for i := 0; i < n; i++ {
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			var md fleet.Metadata
+			var out int
+			err := c.Call(fleet.WithResponseMetadata(context.Background(), &md), "Work", "Do", i, &out)
+			switch {
+			case err == nil:
+				b.ok.Add(1)
+			case fleet.CodeOf(err) == fleet.ResourceExhausted:
+				b.shed.Add(1)
+				if ms, perr := strconv.Atoi(md[server.RetryAfterKey]); perr != nil || ms < 1 {
+					b.errs <- "shed call's retry-after = " + strconv.Quote(md[server.RetryAfterKey])
+				}
+			default:
+				b.other.Add(1)
+				b.errs <- err.Error()
+			}
+		}()
+	}
+	return b
+}
+
+// wait waits for every call to end and reports the unexpected outcomes.
+func (b *burst) wait(t *testing.T) {
+	t.Helper()
+	b.wg.Wait()
+	close(b.errs)
+	for e := range b.errs {
+		t.Error(e)
+	}
+}
+
 // TestAdaptiveLimitShedsBurst: with the limit's slots held, every further
 // call is answered ResourceExhausted with the retry-after hint and does not
 // run; the admitted ones all complete; none is lost.
 func TestAdaptiveLimitShedsBurst(t *testing.T) {
 	const limit, calls = 8, 200
 	srv, addr, gate, running, peak, handled := gatedServer(t, limit)
-	c := dial(t, addr)
-	var ok, shed, other atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan string, calls)
-	for i := 0; i < calls; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var md fleet.Metadata
-			var out int
-			err := c.Call(fleet.WithResponseMetadata(context.Background(), &md), "Work", "Do", i, &out)
-			switch {
-			case err == nil:
-				ok.Add(1)
-			case fleet.CodeOf(err) == fleet.ResourceExhausted:
-				shed.Add(1)
-				if ms, perr := strconv.Atoi(md[server.RetryAfterKey]); perr != nil || ms < 1 {
-					errs <- "shed call's retry-after = " + strconv.Quote(md[server.RetryAfterKey])
-				}
-			default:
-				other.Add(1)
-				errs <- err.Error()
-			}
-		}()
-	}
+	b := startBurst(dial(t, addr), calls)
 	// The gate holds the admitted calls, so the limit cannot move (no
 	// samples) and every call past it is shed.
 	waitFor(t, "the burst to be admitted or shed", func() bool {
-		return running.Load() == limit && shed.Load()+other.Load() == calls-limit
+		return running.Load() == limit && b.shed.Load()+b.other.Load() == calls-limit
 	})
 	close(gate)
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Error(e)
-	}
-	if ok.Load() != limit || shed.Load() != calls-limit || other.Load() != 0 {
-		t.Fatalf("ok %d shed %d other %d, want %d, %d, 0", ok.Load(), shed.Load(), other.Load(), limit, calls-limit)
+	b.wait(t)
+	if b.ok.Load() != limit || b.shed.Load() != calls-limit || b.other.Load() != 0 {
+		t.Fatalf("ok %d shed %d other %d, want %d, %d, 0", b.ok.Load(), b.shed.Load(), b.other.Load(), limit, calls-limit)
 	}
 	if handled.Load() != limit || peak.Load() > limit {
 		t.Fatalf("handlers ran %d (peak %d at once), want %d (at most %d)", handled.Load(), peak.Load(), limit, limit)
