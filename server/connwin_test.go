@@ -154,21 +154,7 @@ func TestConnWindowStalledStreamDoesNotBlockOthers(t *testing.T) {
 	// The producer gets far past the connection window although nobody
 	// consumes: only its stream window (256 KiB) holds it back.
 	waitFor(t, "stalled stream sent 16 connection windows", func() bool { return sent.Load() >= 16*win })
-	st, err := client.CallServerStream[Count, Count](ctx, c, "S", "Range", &Count{5000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	n := 0
-	for st.Receive() {
-		if st.Msg().N != n {
-			t.Fatalf("message %d is %d", n, st.Msg().N)
-		}
-		n++
-	}
-	if err := st.Err(); err != nil || n != 5000 {
-		t.Fatalf("second stream received %d, err %v", n, err)
-	}
+	receiveRange(t, ctx, c, 5000) // the second stream
 	if b := stalled.Buffered(); b > server.DefaultStreamWindow+chunk*2 {
 		t.Fatalf("stalled stream buffers %d bytes, stream window %d", b, server.DefaultStreamWindow)
 	}
@@ -193,20 +179,7 @@ func TestConnWindowOldPeer(t *testing.T) {
 			addr, _, _ := streamServer(t, server.WithConnWindow(tc.srv), server.WithLogger(discardLogger()))
 			c := dial(t, addr, client.WithConnWindow(tc.cli))
 			ctx := context.Background()
-			st, err := client.CallServerStream[Count, Count](ctx, c, "S", "Range", &Count{20000})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n := 0
-			for st.Receive() {
-				if st.Msg().N != n {
-					t.Fatalf("message %d is %d", n, st.Msg().N)
-				}
-				n++
-			}
-			if err := st.Err(); err != nil || n != 20000 {
-				t.Fatalf("received %d, err %v", n, err)
-			}
+			receiveRange(t, ctx, c, 20000)
 			if c.Capabilities()&protocol.CapStreams == 0 {
 				t.Fatal("streams not negotiated")
 			}

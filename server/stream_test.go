@@ -115,25 +115,34 @@ func streamServer(t *testing.T, opts ...server.Option) (addr string, running *at
 	return testutil.Serve(t, srv), running, sent
 }
 
+// receiveRange opens S.Range for n messages on c and checks that 0..n-1
+// arrive in order and the stream ends without error; it returns the ended
+// stream.
+func receiveRange(t *testing.T, ctx context.Context, c *client.Client, n int) *client.ServerStreamForClient[Count] {
+	t.Helper()
+	st, err := client.CallServerStream[Count, Count](ctx, c, "S", "Range", &Count{n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	got := 0
+	for st.Receive() {
+		if st.Msg().N != got {
+			t.Fatalf("message %d is %d", got, st.Msg().N)
+		}
+		got++
+	}
+	if err := st.Err(); err != nil || got != n {
+		t.Fatalf("received %d of %d, err %v", got, n, err)
+	}
+	return st
+}
+
 func TestServerStream(t *testing.T) {
 	addr, _, _ := streamServer(t)
 	c := dial(t, addr)
 	ctx := context.Background()
-	st, err := client.CallServerStream[Count, Count](ctx, c, "S", "Range", &Count{1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	n := 0
-	for st.Receive() {
-		if st.Msg().N != n {
-			t.Fatalf("message %d is %d", n, st.Msg().N)
-		}
-		n++
-	}
-	if err := st.Err(); err != nil || n != 1000 {
-		t.Fatalf("received %d, err %v", n, err)
-	}
+	st := receiveRange(t, ctx, c, 1000)
 	if tr := st.ResponseTrailer(); tr["sent"] != "1000" || tr["via"] != "call-info" {
 		t.Fatalf("trailer %v", tr)
 	}
