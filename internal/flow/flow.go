@@ -36,7 +36,7 @@ func NewCredit(window int64) *Credit {
 func (c *Credit) Acquire(n int64, done <-chan struct{}) bool {
 	for {
 		c.mu.Lock()
-		if c.avail >= n || c.full-c.avail <= c.full/2 {
+		if mayTake(c.avail, c.full, n) {
 			c.avail -= n
 			c.mu.Unlock()
 			return true
@@ -49,6 +49,11 @@ func (c *Credit) Acquire(n int64, done <-chan struct{}) bool {
 		}
 	}
 }
+
+// mayTake is the sender's rule for a message of n bytes against a credit
+// of avail bytes in a window of full: the credit covers it, or at most half
+// the window is outstanding (see Credit.Acquire).
+func mayTake(avail, full, n int64) bool { return avail >= n || full-avail <= full/2 }
 
 // Add returns n bytes of credit (a window update from the receiver) and
 // wakes a waiting sender. The credit is capped at protocol.MaxWindow.
@@ -245,7 +250,7 @@ func (c *ConnCredit) Acquire(n int64, done <-chan struct{}) bool {
 	}
 	for {
 		c.mu.Lock()
-		if c.avail >= n || c.full-c.avail <= c.full/2 {
+		if mayTake(c.avail, c.full, n) {
 			c.avail -= n
 			c.mu.Unlock()
 			return true
