@@ -411,23 +411,9 @@ func yesNo(ok bool) string {
 func (r *runner) targets() []target {
 	var ts []target
 	for _, callers := range []int{100, 1000} {
+		ts = append(ts, r.echoVsTargets("1", peers.GRPC, "gRPC", callers, 3)...)
 		f, ok1 := r.echoRow(peers.Fleet, 1, callers)
-		g, ok2 := r.echoRow(peers.GRPC, 1, callers)
 		raw, ok3 := r.echoRow(peers.Raw, 1, callers)
-		if ok1 && ok2 {
-			thr := f.Throughput / g.Throughput
-			ts = append(ts, target{
-				what:   fmt.Sprintf("1: echo, 1 connection, %d callers: Fleet ≥ 3× gRPC calls/s", callers),
-				figure: fmt.Sprintf("%s vs %s calls/s = %.2f×", num(f.Throughput), num(g.Throughput), thr),
-				met:    yesNo(thr >= 3),
-			})
-			p99 := float64(f.Latency.P99) / float64(g.Latency.P99)
-			ts = append(ts, target{
-				what:   fmt.Sprintf("1: echo, 1 connection, %d callers: Fleet p99 ≤ ½ gRPC's", callers),
-				figure: fmt.Sprintf("%s ms vs %s ms = %.2f×", ms(f.Latency.P99), ms(g.Latency.P99), p99),
-				met:    yesNo(p99 <= 0.5),
-			})
-		}
 		if ok1 && ok3 {
 			ts = append(ts, target{
 				what:   fmt.Sprintf("1: echo, 1 connection, %d callers: Fleet / raw ceiling (reported)", callers),
@@ -500,29 +486,36 @@ func (r *runner) targets() []target {
 	return append(ts, r.round2Targets()...)
 }
 
+// echoVsTargets are the two echo targets against peer (called title) at 1
+// connection and callers, prefixed by tag: Fleet's calls/s at least want×
+// the peer's, and its p99 at most half the peer's. None when either row
+// is missing.
+func (r *runner) echoVsTargets(tag, peer, title string, callers int, want float64) []target {
+	f, ok1 := r.echoRow(peers.Fleet, 1, callers)
+	g, ok2 := r.echoRow(peer, 1, callers)
+	if !ok1 || !ok2 {
+		return nil
+	}
+	thr := f.Throughput / g.Throughput
+	p99 := float64(f.Latency.P99) / float64(g.Latency.P99)
+	return []target{{
+		what:   fmt.Sprintf("%s: echo, 1 connection, %d callers: Fleet ≥ %g× %s calls/s", tag, callers, want, title),
+		figure: fmt.Sprintf("%s vs %s calls/s = %.2f×", num(f.Throughput), num(g.Throughput), thr),
+		met:    yesNo(thr >= want),
+	}, {
+		what:   fmt.Sprintf("%s: echo, 1 connection, %d callers: Fleet p99 ≤ ½ %s's", tag, callers, title),
+		figure: fmt.Sprintf("%s ms vs %s ms = %.2f×", ms(f.Latency.P99), ms(g.Latency.P99), p99),
+		met:    yesNo(p99 <= 0.5),
+	}}
+}
+
 // round2Targets are the targets of the second performance round (rpcx in
 // the same run, the raw ceiling, serial calls, stability) and the cost of
 // observability (the fleet-obs variant), for the peers this run measured.
 func (r *runner) round2Targets() []target {
 	var ts []target
 	for _, callers := range []int{100, 1000} {
-		f, ok1 := r.echoRow(peers.Fleet, 1, callers)
-		x, ok2 := r.echoRow(peers.RPCX, 1, callers)
-		if !ok1 || !ok2 {
-			continue
-		}
-		thr := f.Throughput / x.Throughput
-		ts = append(ts, target{
-			what:   fmt.Sprintf("R2: echo, 1 connection, %d callers: Fleet ≥ 2.5× rpcx calls/s", callers),
-			figure: fmt.Sprintf("%s vs %s calls/s = %.2f×", num(f.Throughput), num(x.Throughput), thr),
-			met:    yesNo(thr >= 2.5),
-		})
-		p99 := float64(f.Latency.P99) / float64(x.Latency.P99)
-		ts = append(ts, target{
-			what:   fmt.Sprintf("R2: echo, 1 connection, %d callers: Fleet p99 ≤ ½ rpcx's", callers),
-			figure: fmt.Sprintf("%s ms vs %s ms = %.2f×", ms(f.Latency.P99), ms(x.Latency.P99), p99),
-			met:    yesNo(p99 <= 0.5),
-		})
+		ts = append(ts, r.echoVsTargets("R2", peers.RPCX, "rpcx", callers, 2.5)...)
 	}
 	if f, ok := r.echoRow(peers.Fleet, 1, 100); ok {
 		if raw, ok := r.echoRow(peers.Raw, 1, 100); ok {
