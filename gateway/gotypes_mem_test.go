@@ -17,35 +17,15 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 )
 
-// MemWide is a struct of many fields: an empty element of a []MemWide is
-// 2 bytes on the wire but a dynamicpb message, a Go struct and a JSON
-// object of 40 members once decoded.
-type MemWide struct {
-	F01, F02, F03, F04, F05, F06, F07, F08, F09, F10 int64
-	S01, S02, S03, S04, S05, S06, S07, S08, S09, S10 string
-	B01, B02, B03, B04, B05, B06, B07, B08, B09, B10 bool
-	D01, D02, D03, D04, D05, D06, D07, D08, D09, D10 float64
-}
-
-// MemList is MemEcho.Count's argument: field 1 Name, 2 Items, 3 Ptrs,
-// 4 ByID, 5 Nums.
-type MemList struct {
-	Name  string
-	Items []MemWide
-	Ptrs  []*MemWide
-	ByID  map[int32]MemWide
-	Nums  []int
-}
-
 // MemEcho counts what it was sent.
 type MemEcho struct{}
 
-func (MemEcho) Count(_ context.Context, in *MemList, out *int) error {
+func (MemEcho) Count(_ context.Context, in *gateway.GTWideList, out *int) error {
 	*out = len(in.Items) + len(in.Ptrs) + len(in.ByID) + len(in.Nums)
 	return nil
 }
 
-// memShapes are the adversarial requests of MemList, each just under
+// memShapes are the adversarial requests of gateway.GTWideList, each just under
 // grpc-go's 4 MiB receive limit (the default MaxDecompressedSize).
 func memShapes() map[string][]byte {
 	const size = 4_000_000
