@@ -184,12 +184,7 @@ func (Echoes) Bad(_ context.Context, in *struct{ V any }, out *int) error { retu
 // synthesized messages and back; a method with an interface field is not
 // served over gRPC (Unimplemented, not in its service's file).
 func TestGRPCGoTypesRoundTrip(t *testing.T) {
-	srv := server.New(server.WithLogger(discard()))
-	if err := srv.Register(Echoes{}); err != nil {
-		t.Fatal(err)
-	}
-	g := gateway.New(srv, gateway.WithLogger(discard()))
-	addr := serveGateway(t, g)
+	addr := serveEchoes(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	in, out := reflectedMethod(t, ctx, addr, "Echoes", "Rich")
@@ -250,12 +245,7 @@ func TestGRPCGoTypesRoundTrip(t *testing.T) {
 // Internal, and a method whose type is a map with bool keys (which
 // encoding/json refuses) is Unimplemented, not Internal on every call.
 func TestGRPCGoTypesNoJSONForm(t *testing.T) {
-	srv := server.New(server.WithLogger(discard()))
-	if err := srv.Register(Echoes{}); err != nil {
-		t.Fatal(err)
-	}
-	g := gateway.New(srv, gateway.WithLogger(discard()))
-	addr := serveGateway(t, g)
+	addr := serveEchoes(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cc := grpcConn(t, addr)
@@ -288,12 +278,7 @@ func TestGRPCGoTypesNoJSONForm(t *testing.T) {
 // (the process died); it is InvalidArgument, and the gateway serves the
 // next call.
 func TestGRPCGoTypesBadMapEntry(t *testing.T) {
-	srv := server.New(server.WithLogger(discard()))
-	if err := srv.Register(Echoes{}); err != nil {
-		t.Fatal(err)
-	}
-	g := gateway.New(srv, gateway.WithLogger(discard()))
-	addr := serveGateway(t, g)
+	addr := serveEchoes(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cc := grpcConn(t, addr)
@@ -317,4 +302,15 @@ func TestGRPCGoTypesBadMapEntry(t *testing.T) {
 	if err := cc.Invoke(ctx, "/Echoes/Rich", good, reply); err != nil || reply.Get(out.Fields().ByName("Counts")).Map().Get(protoreflect.ValueOfString("k").MapKey()).Int() != 3 {
 		t.Fatalf("after the bad entry: %v %v", reply, err)
 	}
+}
+
+// serveEchoes serves Echoes through a gateway until the test ends and
+// returns its address.
+func serveEchoes(t *testing.T) string {
+	t.Helper()
+	srv := server.New(server.WithLogger(discard()))
+	if err := srv.Register(Echoes{}); err != nil {
+		t.Fatal(err)
+	}
+	return serveGateway(t, gateway.New(srv, gateway.WithLogger(discard())))
 }
