@@ -67,9 +67,6 @@ func (o outgoing) merged(extra int) Metadata {
 // win). The map is copied; md may be reused after the call.
 func WithOutgoingMetadata(ctx context.Context, md Metadata) context.Context {
 	m := outgoingFrom(ctx).merged(len(md))
-	if m == nil {
-		m = make(Metadata, len(md))
-	}
 	for k, v := range md {
 		m[k] = v
 	}
