@@ -15,8 +15,37 @@ func (s *Server) handoff(t task) {
 	select {
 	case s.idle <- t:
 	default:
-		go runTask(t)
+		go runFresh(t)
 	}
+}
+
+// runFresh is runTask on a new goroutine: it first grows the goroutine's
+// stack to what a call needs, while the stack is still shallow.
+func runFresh(t task) {
+	_ = growStack()
+	runTask(t)
+}
+
+// handlerStack is the stack, in bytes, that growStack reserves: about what
+// decoding, a call through package reflect and encoding take.
+const handlerStack = 8 << 10
+
+// stackIndex is the byte of its frame that growStack reads, so that the
+// frame is not optimised away. It is never written.
+var stackIndex = 0
+
+// growStack makes the runtime grow the calling goroutine's stack to hold a
+// frame of handlerStack bytes, once, while the stack is nearly empty: the
+// runtime then copies a few frames, where growing it later, deep inside a
+// handler, copies and adjusts every frame of the call (several times, the
+// stack doubling from its small start). A goroutine whose stack is already
+// large pays only the zeroing of the frame. It returns a byte of the
+// frame (zero) so that the frame is kept.
+//
+//go:noinline
+func growStack() byte {
+	var frame [handlerStack]byte
+	return frame[stackIndex%len(frame)]
 }
 
 // runTask runs a request, then waits for more (see handoff) while fewer
