@@ -43,6 +43,14 @@ func (l *lazyDeadlineCtx) materialize() context.Context {
 	return l.child
 }
 
+// unmade reports whether the timer context has not been made (nothing has
+// asked for Done or Value yet).
+func (l *lazyDeadlineCtx) unmade() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.child == nil
+}
+
 // Deadline returns the call's deadline, or the parent's when earlier.
 func (l *lazyDeadlineCtx) Deadline() (time.Time, bool) {
 	if pd, ok := l.Context.Deadline(); ok && pd.Before(l.deadline) {

@@ -104,3 +104,65 @@ func TestLazyDeadlineParent(t *testing.T) {
 		t.Fatalf("Deadline() = %v, %v; want the parent's %v", d, ok, want)
 	}
 }
+
+// TestCancelOverLazyDeadline: a tracked call's context over a deadline
+// whose timer context was not made (the one-context path of
+// lazyCancelCtx.materialize) ends at the deadline with DeadlineExceeded,
+// on a cancel frame with Canceled, and with the connection; it reports
+// the call's deadline throughout.
+func TestCancelOverLazyDeadline(t *testing.T) {
+	mk := func(parent context.Context, d time.Duration) (*lazyDeadlineCtx, *lazyCancelCtx) {
+		dl := newLazyDeadline(parent, d)
+		return dl, &lazyCancelCtx{Context: dl}
+	}
+	check := func(name string, lc *lazyCancelCtx, want error) {
+		t.Helper()
+		waitDone(t, lc)
+		if err := lc.Err(); !errors.Is(err, want) {
+			t.Fatalf("%s: Err() = %v, want %v", name, err, want)
+		}
+		if cause := context.Cause(lc); !errors.Is(cause, want) {
+			t.Fatalf("%s: Cause = %v, want %v", name, cause, want)
+		}
+	}
+
+	dl, lc := mk(context.Background(), 20*time.Millisecond)
+	if d, ok := lc.Deadline(); !ok || !d.Equal(dl.deadline) {
+		t.Fatalf("Deadline() = %v, %v; want %v", d, ok, dl.deadline)
+	}
+	check("deadline", lc, context.DeadlineExceeded)
+	if !dl.unmade() {
+		t.Fatal("the deadline's own timer context was made as well")
+	}
+	derived, cancel := context.WithCancel(lc)
+	waitDone(t, derived)
+	cancel()
+	lc.release()
+	dl.release()
+
+	dl, lc = mk(context.Background(), time.Hour)
+	_ = lc.Done()
+	lc.cancel()
+	check("cancel frame", lc, context.Canceled)
+	if d, ok := lc.Deadline(); !ok || !d.Equal(dl.deadline) {
+		t.Fatalf("Deadline() after the cancel = %v, %v; want %v", d, ok, dl.deadline)
+	}
+	lc.release()
+	dl.release()
+
+	conn, closeConn := context.WithCancel(context.Background())
+	dl, lc = mk(conn, time.Hour)
+	_ = lc.Done()
+	closeConn()
+	check("connection", lc, context.Canceled)
+	lc.release()
+	dl.release()
+
+	// A deadline whose timer context exists already (something asked it
+	// first) keeps the two-context path.
+	dl, lc = mk(context.Background(), 20*time.Millisecond)
+	_ = dl.Done()
+	check("made first", lc, context.DeadlineExceeded)
+	lc.release()
+	dl.release()
+}

@@ -139,9 +139,11 @@ func (c *conn) untrack(seq uint64, lc *lazyCancelCtx) {
 // lazyCancelCtx is a call's context that a cancel frame can end. It lives
 // inside the call's callCtx, so it costs no allocation of its own; the
 // cancellable child of the parent (a context.WithCancel, registered with
-// the connection's context) is made only when the handler first asks for
-// Done or Value, so handlers that never wait on their context pay nothing
-// more. Safe for concurrent use.
+// the parent; or, when the parent is a call deadline whose timer context
+// is not made yet, one context.WithDeadline on the connection's context in
+// place of both) is made only when the handler first asks for Done or
+// Value, so handlers that never wait on their context pay nothing more.
+// Safe for concurrent use.
 type lazyCancelCtx struct {
 	context.Context // the parent: the connection's or the deadline's context
 
@@ -156,7 +158,16 @@ func (l *lazyCancelCtx) materialize() context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.child == nil {
-		l.child, l.stop = context.WithCancel(l.Context)
+		if dl, ok := l.Context.(*lazyDeadlineCtx); ok && dl.unmade() {
+			// One timer context on the connection's context does for
+			// both: it ends at the deadline, on a cancel frame (stop) and
+			// with the connection, where a cancellable child of the
+			// deadline's own timer context would take a second context,
+			// channel and registration.
+			l.child, l.stop = context.WithDeadline(dl.Context, dl.deadline)
+		} else {
+			l.child, l.stop = context.WithCancel(l.Context)
+		}
 		if l.cancelled {
 			l.stop()
 		}
