@@ -384,7 +384,18 @@ func (r *runner) overloadTable() *table {
 		t.note("each row pools %d slices of %.1f s, the four rows taking turns (round-robin) so that they share the machine's load", r.rep.Overload[0].Rounds, r.rep.Overload[0].Seconds/float64(r.rep.Overload[0].Rounds))
 	}
 	if capacity := float64(OverloadSlots) / OverloadCost.Seconds(); peak < 0.8*capacity {
-		t.note("the peak is %.0f %% of the handlers' capacity: the run was bound by CPU (the load generator, client and server share the machine), not by the slots, so shed calls take CPU from admitted ones", 100*peak/capacity)
+		var busy float64
+		var hold time.Duration
+		for _, o := range r.rep.Overload {
+			if (o.Test == "peak" || o.Test == "uncongested") && o.SlotsBusy > busy {
+				busy, hold = o.SlotsBusy, o.SlotHold
+			}
+		}
+		if busy >= 0.95 {
+			t.note("the peak is %.0f %% of the handlers' nominal capacity although the slots were %.0f %% busy: each %v sleep held its slot %s ms (the handlers wake late), so the capacity is %d ÷ slot hold; a row whose slot hold grows (more goroutines to wake, shed calls to answer) loses goodput in proportion", 100*peak/capacity, 100*busy, OverloadCost, ms(hold), OverloadSlots)
+		} else {
+			t.note("the peak is %.0f %% of the handlers' capacity with the slots %.0f %% busy: the run was bound by CPU (the load generator, client and server share the machine), not by the slots, so shed calls take CPU from admitted ones", 100*peak/capacity, 100*busy)
+		}
 	}
 	t.note("slots busy: the share of the row's time the %d slots were held; slot hold: the mean time a call held one (%v asked, more when the machine is slow to wake the handler)", OverloadSlots, OverloadCost)
 	t.note("handlers share %d slots each held %v (capacity about %s calls/s); open-loop calls have a %v deadline", OverloadSlots, OverloadCost, num(float64(OverloadSlots)/OverloadCost.Seconds()), OverloadDeadline)
