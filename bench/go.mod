@@ -6,6 +6,7 @@ require (
 	github.com/apache/thrift v0.25.0
 	github.com/fleetrpc/fleet v0.0.0-00010101000000-000000000000
 	github.com/fleetrpc/fleet/gateway v0.0.0-00010101000000-000000000000
+	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10
 	github.com/smallnest/rpcx v1.9.1
 	gonum.org/v1/plot v0.17.0
 	google.golang.org/grpc v1.85.0

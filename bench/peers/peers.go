@@ -118,7 +118,7 @@ func Register(p *Peer) {
 
 // Order is the order in which peers appear in reports: Fleet first, the raw
 // ceilings last.
-var Order = []string{Fleet, FleetTyped, FleetValue, FleetObserved, RPCX, GRPC, Thrift, NetRPC, JSONRPC, Raw, GobStream}
+var Order = []string{Fleet, FleetTyped, FleetValue, FleetVT, FleetObserved, RPCX, GRPC, Thrift, NetRPC, JSONRPC, Raw, GobStream}
 
 // All returns the registered peers in Order.
 func All() []*Peer {
@@ -173,13 +173,15 @@ const (
 	FleetTyped = "fleet-typed"
 	// FleetValue is Fleet with Hello.Say on a value receiver.
 	FleetValue = "fleet-value"
-	GRPC       = "grpc"
-	RPCX       = "rpcx"
-	Thrift     = "thrift"
-	NetRPC     = "netrpc"
-	JSONRPC    = "jsonrpc"
-	Raw        = "raw"
-	GobStream  = "gobstream"
+	// FleetVT is Fleet with the echo message's vtprotobuf methods.
+	FleetVT   = "fleet-vt"
+	GRPC      = "grpc"
+	RPCX      = "rpcx"
+	Thrift    = "thrift"
+	NetRPC    = "netrpc"
+	JSONRPC   = "jsonrpc"
+	Raw       = "raw"
+	GobStream = "gobstream"
 )
 
 // LogBatchSize is the number of entries in one shipped batch (seed 004).
