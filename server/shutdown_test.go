@@ -155,10 +155,10 @@ func idleHandlers() int {
 	return n
 }
 
-// TestIdleHandlersBounded: after a burst of 400 concurrent calls, at most
-// 256 handler goroutines stay for reuse, and none after Shutdown.
+// TestIdleHandlersBounded: after a burst of 1200 concurrent calls, at most
+// 1024 handler goroutines stay for reuse, and none after Shutdown.
 func TestIdleHandlersBounded(t *testing.T) {
-	const burst = 400
+	const burst, bound = 1200, 1024
 	release := make(chan struct{})
 	var started sync.WaitGroup
 	started.Add(burst)
@@ -176,7 +176,7 @@ func TestIdleHandlersBounded(t *testing.T) {
 	for i := range calls {
 		calls[i] = c.Go(context.Background(), "B", "Wait", &Msg{}, &Msg{}, nil)
 	}
-	started.Wait() // all 400 handlers run at once
+	started.Wait() // all the burst's handlers run at once
 	close(release)
 	for _, call := range calls {
 		<-call.Done
@@ -187,11 +187,11 @@ func TestIdleHandlersBounded(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		n := idleHandlers()
-		if n > 0 && n <= 256 {
+		if n > 0 && n <= bound {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d idle handler goroutines, want 1 to 256", n)
+			t.Fatalf("%d idle handler goroutines, want 1 to %d", n, bound)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
