@@ -379,7 +379,10 @@ func allAcked(conns []*conn) bool {
 }
 
 func (s *Server) stop() {
-	s.stopOnce.Do(func() { close(s.stopped) })
+	s.stopOnce.Do(func() {
+		close(s.stopped)
+		go s.stopIdle()
+	})
 }
 
 func (s *Server) closeConns(flush bool) {

@@ -140,14 +140,14 @@ func TestGoroutinesReturnToBaseline(t *testing.T) {
 }
 
 // idleHandlers counts the handler goroutines waiting in the server's reuse
-// pool: parked in select with runTask on top of the stack.
+// pool: parked in a channel receive with runTask on top of the stack.
 func idleHandlers() int {
 	buf := make([]byte, 8<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	n := 0
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		lines := strings.SplitN(g, "\n", 3)
-		if len(lines) >= 2 && strings.Contains(lines[0], "[select") &&
+		if len(lines) >= 2 && strings.Contains(lines[0], "[chan receive") &&
 			strings.HasPrefix(lines[1], "github.com/fleetrpc/fleet/server.runTask(") {
 			n++
 		}
