@@ -43,8 +43,37 @@ type outgoing struct {
 }
 
 func outgoingFrom(ctx context.Context) outgoing {
-	o, _ := ctx.Value(outgoingKey{}).(outgoing)
-	return o
+	if o, ok := ctx.Value(outgoingKey{}).(*outgoing); ok {
+		return *o
+	}
+	return outgoing{}
+}
+
+// outgoingCtx is a context carrying request metadata: what
+// context.WithValue(ctx, outgoingKey{}, &o) would make, in one allocation
+// instead of two (the value and the context), as Value answers a pointer
+// into the context itself.
+type outgoingCtx struct {
+	context.Context
+	o outgoing
+}
+
+func withOutgoing(ctx context.Context, o outgoing) context.Context {
+	return &outgoingCtx{Context: ctx, o: o}
+}
+
+func (c *outgoingCtx) Value(key any) any {
+	if key == (outgoingKey{}) {
+		return &c.o
+	}
+	return c.Context.Value(key)
+}
+
+func (c *outgoingCtx) String() string {
+	if s, ok := c.Context.(interface{ String() string }); ok {
+		return s.String() + ".WithOutgoingMetadata"
+	}
+	return "context.WithOutgoingMetadata"
 }
 
 // merged returns o as one new map, or nil when it is empty.
@@ -70,7 +99,7 @@ func WithOutgoingMetadata(ctx context.Context, md Metadata) context.Context {
 	for k, v := range md {
 		m[k] = v
 	}
-	return context.WithValue(ctx, outgoingKey{}, outgoing{md: m})
+	return withOutgoing(ctx, outgoing{md: m})
 }
 
 // AppendOutgoingMetadata is WithOutgoingMetadata for pairs given as
@@ -91,7 +120,7 @@ func AppendOutgoingMetadata(ctx context.Context, kv ...string) context.Context {
 		kv = append(append(all, o.kv...), kv...)
 	}
 	o.kv = kv
-	return context.WithValue(ctx, outgoingKey{}, o)
+	return withOutgoing(ctx, o)
 }
 
 // OutgoingMetadata returns the request metadata attached to ctx by
