@@ -2,7 +2,6 @@ package fleetotel
 
 import (
 	"context"
-	"unsafe"
 
 	"github.com/fleetrpc/fleet"
 	"go.opentelemetry.io/otel/baggage"
@@ -28,16 +27,6 @@ const (
 // "00-" 32 hex digits "-" 16 hex digits "-" 2 hex digits.
 const traceparentLen = 55
 
-// traceparentPair is the request metadata of a call whose only header is
-// traceparent, in one allocation: the pair handed to
-// fleet.AppendOutgoingMetadata and the bytes of the value, which the value
-// string points into. The bytes are written before the string is made and
-// never after.
-type traceparentPair struct {
-	kv [2]string
-	b  [traceparentLen]byte
-}
-
 const hexDigits = "0123456789abcdef"
 
 func appendHex(dst []byte, src []byte) []byte {
@@ -47,25 +36,24 @@ func appendHex(dst []byte, src []byte) []byte {
 	return dst
 }
 
-// traceparent writes sc's traceparent header into p and returns it. Only
-// the flags the specification defines (sampled, random) are written.
-func (p *traceparentPair) traceparent(sc trace.SpanContext) string {
+// appendTraceparent appends sc's traceparent header (version 00) to b.
+// Only the flags the specification defines (sampled, random) are written.
+func appendTraceparent(b []byte, sc trace.SpanContext) []byte {
 	tid, sid := sc.TraceID(), sc.SpanID()
-	b := append(p.b[:0], '0', '0', '-')
+	b = append(b, '0', '0', '-')
 	b = appendHex(b, tid[:])
 	b = append(b, '-')
 	b = appendHex(b, sid[:])
 	b = append(b, '-')
-	b = appendHex(b, []byte{byte(sc.TraceFlags() & (trace.FlagsSampled | trace.FlagsRandom))})
-	return unsafe.String(&p.b[0], len(b))
+	return appendHex(b, []byte{byte(sc.TraceFlags() & (trace.FlagsSampled | trace.FlagsRandom))})
 }
 
 // injectW3C returns ctx with sc's trace context and ctx's baggage appended
 // to the outgoing request metadata, as propagation.TraceContext and
 // propagation.Baggage would write them: traceparent and tracestate only
 // when sc is valid, tracestate and baggage only when not empty. The
-// common case, a traceparent alone, takes one allocation besides
-// AppendOutgoingMetadata's.
+// common case, a traceparent alone, takes one allocation
+// (fleet.AppendOutgoingValue writes the header into the context's own).
 func injectW3C(ctx context.Context, sc trace.SpanContext) context.Context {
 	var ts, bag string
 	valid := sc.IsValid()
@@ -79,13 +67,11 @@ func injectW3C(ctx context.Context, sc trace.SpanContext) context.Context {
 		if !valid {
 			return ctx
 		}
-		p := new(traceparentPair)
-		p.kv[0], p.kv[1] = traceparentKey, p.traceparent(sc)
-		return fleet.AppendOutgoingMetadata(ctx, p.kv[:]...)
+		return fleet.AppendOutgoingValue(ctx, traceparentKey, func(b []byte) []byte { return appendTraceparent(b, sc) })
 	}
 	kv := make([]string, 0, 6)
 	if valid {
-		kv = append(kv, traceparentKey, new(traceparentPair).traceparent(sc))
+		kv = append(kv, traceparentKey, string(appendTraceparent(make([]byte, 0, traceparentLen), sc)))
 		if ts != "" {
 			kv = append(kv, tracestateKey, ts)
 		}
