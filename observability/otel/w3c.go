@@ -95,7 +95,7 @@ func extractW3C(ctx context.Context, info *fleet.CallInfo) context.Context {
 			}
 			scc.Remote = true
 			if sc := trace.NewSpanContext(scc); sc.IsValid() {
-				ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+				ctx = withRemoteSpanContext(ctx, sc)
 			}
 		}
 	}
@@ -170,4 +170,94 @@ func parseTraceparent(h string) (trace.SpanContextConfig, bool) {
 func unsampledParent(ctx context.Context) bool {
 	sc := trace.SpanContextFromContext(ctx)
 	return sc.IsValid() && !sc.IsSampled()
+}
+
+// withRemoteSpanContext is trace.ContextWithRemoteSpanContext(ctx, sc) (sc
+// is remote) in one allocation instead of two (the span and the context):
+// a remoteParentCtx answers trace's context key with a pointer into
+// itself. It falls back to trace.ContextWithRemoteSpanContext when
+// spanKey could not be found.
+func withRemoteSpanContext(ctx context.Context, sc trace.SpanContext) context.Context {
+	if spanKey == nil {
+		return trace.ContextWithRemoteSpanContext(ctx, sc)
+	}
+	c := &remoteParentCtx{Context: ctx}
+	c.span.Span, c.span.sc = noopSpan, sc
+	return c
+}
+
+// remoteParentCtx is a context whose current span is span.
+type remoteParentCtx struct {
+	context.Context
+	span remoteSpan
+}
+
+func (c *remoteParentCtx) Value(key any) any {
+	if key == spanKey {
+		return &c.span
+	}
+	return c.Context.Value(key)
+}
+
+func (c *remoteParentCtx) String() string {
+	if s, ok := c.Context.(interface{ String() string }); ok {
+		return s.String() + ".WithRemoteSpanContext"
+	}
+	return "context.WithRemoteSpanContext"
+}
+
+// remoteSpan is a non-recording span of a remote span context: what
+// trace.ContextWithRemoteSpanContext stores. It is the API's no-op span
+// (embedded, so TracerProvider and the other methods are that span's)
+// with sc as its span context.
+type remoteSpan struct {
+	trace.Span
+	sc trace.SpanContext
+}
+
+func (s *remoteSpan) SpanContext() trace.SpanContext { return s.sc }
+
+// noopSpan is the API's no-op span, which trace.SpanFromContext returns for
+// a context without a span.
+var noopSpan = trace.SpanFromContext(context.Background())
+
+// spanKey is the key under which package trace keeps a context's current
+// span (unexported there), found by letting trace.SpanFromContext look it
+// up in a keyProbe. init sets it to nil unless trace then finds a
+// remoteParentCtx's span, and withRemoteSpanContext then does what trace
+// does.
+var spanKey = probeSpanKey()
+
+func probeSpanKey() any {
+	var p keyProbe
+	trace.SpanFromContext(&p)
+	if p.n != 1 {
+		return nil
+	}
+	return p.key
+}
+
+func init() {
+	if spanKey == nil {
+		return
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, Remote: true})
+	type other struct{}
+	ctx := withRemoteSpanContext(context.WithValue(context.Background(), other{}, 1), sc)
+	if s := trace.SpanFromContext(ctx); !s.SpanContext().Equal(sc) || s.IsRecording() || ctx.Value(other{}) != 1 {
+		spanKey = nil
+	}
+}
+
+// keyProbe records the key a lookup asks it for and how many it asked.
+type keyProbe struct {
+	context.Context
+	key any
+	n   int
+}
+
+func (p *keyProbe) Value(key any) any {
+	p.key = key
+	p.n++
+	return nil
 }

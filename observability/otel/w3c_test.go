@@ -2,6 +2,7 @@ package fleetotel
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"github.com/fleetrpc/fleet"
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -143,4 +145,38 @@ func bagMembers(h string) []string {
 	}
 	slices.Sort(m)
 	return m
+}
+
+// TestRemoteParentContext: the trace package's context key was found
+// (so extraction takes one allocation), and a context made by
+// withRemoteSpanContext reads as one made by
+// trace.ContextWithRemoteSpanContext: the same span context, a
+// non-recording span with the same kind of tracer provider, the parent's
+// other values, and the SDK starts a child of it.
+func TestRemoteParentContext(t *testing.T) {
+	if spanKey == nil {
+		t.Fatal("trace's span key not found; extraction falls back to trace.ContextWithRemoteSpanContext")
+	}
+	type key struct{}
+	parent := context.WithValue(context.Background(), key{}, "v")
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{0xa, 1}, SpanID: trace.SpanID{0xb, 2}, TraceFlags: trace.FlagsSampled, Remote: true})
+	got, want := withRemoteSpanContext(parent, sc), trace.ContextWithRemoteSpanContext(parent, sc)
+	gs, ws := trace.SpanFromContext(got), trace.SpanFromContext(want)
+	if !gs.SpanContext().Equal(ws.SpanContext()) || gs.IsRecording() != ws.IsRecording() {
+		t.Errorf("span context %+v recording %v, want %+v recording %v", gs.SpanContext(), gs.IsRecording(), ws.SpanContext(), ws.IsRecording())
+	}
+	if g, w := fmt.Sprintf("%T", gs.TracerProvider()), fmt.Sprintf("%T", ws.TracerProvider()); g != w {
+		t.Errorf("tracer provider %s, want %s", g, w)
+	}
+	if got.Value(key{}) != "v" {
+		t.Error("the parent's value is lost")
+	}
+	tp := sdktrace.NewTracerProvider()
+	defer tp.Shutdown(context.Background())
+	_, child := tp.Tracer("t").Start(got, "child")
+	defer child.End()
+	if cs := child.SpanContext(); cs.TraceID() != sc.TraceID() || !cs.IsSampled() || cs.SpanID() == sc.SpanID() {
+		t.Errorf("child span context %+v of parent %+v", cs, sc)
+	}
 }
