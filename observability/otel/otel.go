@@ -243,12 +243,19 @@ func (t *Telemetry) ServerInterceptor() server.Interceptor {
 			addrs = appendAddr(addrs, info.RemoteAddr, ClientAddressKey, ClientPortKey)
 			span.SetAttributes(addrs...)
 		}
-		start := time.Since(epoch)
+		// Without a meter provider (the global no-op one, say) the
+		// histogram is disabled: no clock reads then.
+		measure := t.serverDur.Enabled(ctx)
+		var start time.Duration
+		if measure {
+			start = time.Since(epoch)
+		}
 		err := next(ctx, args, reply)
-		d := time.Since(epoch) - start
 		code := fleet.CodeOf(err)
 		ea := m.endFor(code)
-		t.serverDur.Record(ctx, d.Seconds(), ea.record...)
+		if measure {
+			t.serverDur.Record(ctx, (time.Since(epoch) - start).Seconds(), ea.record...)
+		}
 		if recording {
 			span.SetAttributes(ea.end...)
 			if serverFault(code) {
@@ -338,11 +345,16 @@ func (t *Telemetry) clientInterceptor(server []attribute.KeyValue) client.Interc
 				ctx = fleet.AppendOutgoingMetadata(ctx, pc.kv...)
 			}
 		}
-		start := time.Since(epoch)
+		measure := t.clientDur.Enabled(ctx)
+		var start time.Duration
+		if measure {
+			start = time.Since(epoch)
+		}
 		err := invoke(ctx, service, method, args, reply)
-		d := time.Since(epoch) - start
 		ea := cm.m.endFor(fleet.CodeOf(err))
-		t.clientDur.Record(ctx, d.Seconds(), ea.record...)
+		if measure {
+			t.clientDur.Record(ctx, (time.Since(epoch) - start).Seconds(), ea.record...)
+		}
 		if recording {
 			span.SetAttributes(ea.end...)
 			if err != nil {

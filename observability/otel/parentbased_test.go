@@ -2,12 +2,14 @@ package fleetotel_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/internal/testutil"
 	fleetotel "github.com/fleetrpc/fleet/observability/otel"
 	"github.com/fleetrpc/fleet/server"
+	"go.opentelemetry.io/otel"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -149,4 +151,62 @@ func TestParentBasedSampling(t *testing.T) {
 		t.Errorf("duration samples: server %d, client %d; want %d and %d",
 			counts["rpc.server.call.duration"], counts["rpc.client.call.duration"], 2*calls, 2*calls-1)
 	}
+}
+
+// globalMeter is the meter provider TestGlobalMeterProviderSetLater sets
+// as the global one, once per test binary (the global provider delegates
+// to the first one set).
+var globalMeter = sync.OnceValue(func() *sdkmetric.ManualReader {
+	reader := sdkmetric.NewManualReader()
+	otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	return reader
+})
+
+// TestGlobalMeterProviderSetLater: a Telemetry made with the global meter
+// provider before the program sets one records call durations once it
+// is set (the interceptors ask the histograms whether they are enabled
+// on every call, and skip the clock reads only while they are not).
+func TestGlobalMeterProviderSetLater(t *testing.T) {
+	tel := fleetotel.New(fleetotel.WithTracerProvider(sdktrace.NewTracerProvider()))
+	srv := server.New(tel.ServerOption())
+	if err := srv.RegisterFunction("G", "Do", func(ctx context.Context, in *Req, out *Rep) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, testutil.Serve(t, srv), tel.ClientOption())
+	var out Rep
+	// Before the provider is set (on the first run): not measured.
+	if err := c.Call(context.Background(), "G", "Do", &Req{}, &out); err != nil {
+		t.Fatal(err)
+	}
+	reader := globalMeter()
+	before := durationCounts(t, reader)
+	if err := c.Call(context.Background(), "G", "Do", &Req{}, &out); err != nil {
+		t.Fatal(err)
+	}
+	after := durationCounts(t, reader)
+	for _, name := range []string{"rpc.server.call.duration", "rpc.client.call.duration"} {
+		if n := after[name] - before[name]; n != 1 {
+			t.Errorf("%s: %d samples of the call after the provider was set, want 1", name, n)
+		}
+	}
+}
+
+// durationCounts returns the number of samples of each float64 histogram.
+func durationCounts(t *testing.T, reader *sdkmetric.ManualReader) map[string]uint64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]uint64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok {
+				for _, dp := range h.DataPoints {
+					counts[m.Name] += dp.Count
+				}
+			}
+		}
+	}
+	return counts
 }

@@ -105,16 +105,17 @@ func extractW3C(ctx context.Context, info *fleet.CallInfo) context.Context {
 	return ctx
 }
 
-// unhex returns the value of the lower-case hex digit c, or 0xff.
-func unhex(c byte) byte {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0'
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10
+// unhex maps each lower-case hex digit to its value and every other
+// byte to 0xff.
+var unhex = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
 	}
-	return 0xff
-}
+	for i, c := range hexDigits {
+		t[c] = byte(i)
+	}
+	return t
+}()
 
 // decodeHex decodes the lower-case hex digits of s (len(dst)*2 of them)
 // into dst; false if s holds anything else.
@@ -124,7 +125,7 @@ func decodeHex(dst []byte, s string) bool {
 	}
 	var bad byte
 	for i := range dst {
-		hi, lo := unhex(s[2*i]), unhex(s[2*i+1])
+		hi, lo := unhex[s[2*i]], unhex[s[2*i+1]]
 		dst[i] = hi<<4 | lo
 		bad |= hi | lo
 	}
