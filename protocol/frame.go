@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"unsafe"
 
 	"github.com/fleetrpc/fleet"
 )
@@ -322,6 +323,27 @@ func (f *Frame) MetadataSection() (string, int) {
 		return "", 0
 	}
 	return string(f.md), f.mdCount
+}
+
+// MetadataSize returns the length in bytes of the frame's metadata
+// section (0 without metadata).
+func (f *Frame) MetadataSize() int { return len(f.md) }
+
+// MetadataSectionIn is MetadataSection with the string's bytes copied
+// into dst's spare capacity when the section fits there, which then
+// allocates nothing: the string points into dst's array. The caller must
+// not write dst's array again while the string may be in use (the server
+// hands each call a fresh one, inside the call's own allocation).
+// Without room it allocates as MetadataSection does.
+func (f *Frame) MetadataSectionIn(dst []byte) (string, int) {
+	if f.mdCount == 0 {
+		return "", 0
+	}
+	if len(f.md) > cap(dst)-len(dst) {
+		return string(f.md), f.mdCount
+	}
+	b := append(dst, f.md...)[len(dst):]
+	return unsafe.String(&b[0], len(b)), f.mdCount
 }
 
 // Metadata returns the frame's metadata as a new map, or nil when it has

@@ -345,19 +345,22 @@ type methodKey struct{}
 // newCallCtx builds a call's context from its frame: the connection's
 // context, with the frame's deadline when it has one.
 func (c *conn) newCallCtx(f *protocol.Frame, service, method string) *callCtx {
-	cctx := new(callCtx)
-	c.initCallCtx(cctx, f, service, method)
+	cctx, mdBuf := newCallCtxMD(f.MetadataSize())
+	c.initCallCtx(cctx, f, service, method, mdBuf)
 	return cctx
 }
 
 // initCallCtx makes the zero cctx a call's context, as newCallCtx does.
-func (c *conn) initCallCtx(cctx *callCtx, f *protocol.Frame, service, method string) {
+// The request's metadata section is copied into mdBuf when it fits
+// there (mdBuf is then part of cctx's allocation and written only here),
+// else into a string of its own.
+func (c *conn) initCallCtx(cctx *callCtx, f *protocol.Frame, service, method string, mdBuf []byte) {
 	cctx.Context = c.ctx
 	cctx.info = fleet.CallInfo{
 		Service: service, Method: method,
 		RemoteAddr: c.remote, LocalAddr: c.local, Oneway: f.Flags&protocol.FlagOneway != 0,
 	}
-	cctx.info.SetWireMetadata(f.MetadataSection())
+	cctx.info.SetWireMetadata(f.MetadataSectionIn(mdBuf))
 	if f.Timeout > 0 {
 		cctx.dl.Context = c.ctx
 		cctx.dl.deadline = time.Now().Add(time.Duration(f.Timeout) * time.Millisecond)
@@ -402,8 +405,9 @@ func (t *task) run() {
 	cctx := t.cctx
 	var args, reply any
 	if cctx == nil {
-		cctx, args, reply = m.newCallWithCtx()
-		c.initCallCtx(cctx, f, m.service, m.name)
+		var mdBuf []byte
+		cctx, args, reply, mdBuf = m.newCallWithCtx(f.MetadataSize())
+		c.initCallCtx(cctx, f, m.service, m.name, mdBuf)
 	} else {
 		args, reply = m.newCall()
 	}

@@ -83,19 +83,36 @@ func (h *typed[A, R]) newPair() (args, reply any) {
 	return &p.a, &p.r
 }
 
-// newWithCtx returns a zero callCtx, args and reply from one allocation.
-func (h *typed[A, R]) newWithCtx() (cctx *callCtx, args, reply any) {
+// newWithCtx returns a zero callCtx, args and reply from one allocation,
+// with a buffer for the request's metadata section when it fits
+// (inlineMD).
+func (h *typed[A, R]) newWithCtx(mdSize int) (cctx *callCtx, args, reply any, mdBuf []byte) {
+	if inlineMD(mdSize) {
+		p := new(struct {
+			c  callCtx
+			a  A
+			r  R
+			md mdArray
+		})
+		h.prepare(&p.r)
+		return &p.c, &p.a, &p.r, p.md[:0]
+	}
 	p := new(struct {
 		c callCtx
 		a A
 		r R
 	})
+	h.prepare(&p.r)
+	return &p.c, &p.a, &p.r, nil
+}
+
+// prepare makes *r the reply newReply would return.
+func (h *typed[A, R]) prepare(r *R) {
 	if h.hasEmpty {
-		p.r = h.empty
+		*r = h.empty
 	} else if h.makeMap != nil {
-		h.makeMap(&p.r)
+		h.makeMap(r)
 	}
-	return &p.c, &p.a, &p.r
 }
 
 func (h *typed[A, R]) invoke(ctx context.Context, args, reply any) error {

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -108,6 +110,77 @@ func TestInterceptorRunsHandlerConcurrently(t *testing.T) {
 		}
 		if len(got) != 2 || got[0] != "y" {
 			t.Fatalf("call %d = %q, want [y y]", i, got)
+		}
+	}
+}
+
+// TestRequestMetadataKept: a handler may keep request metadata values
+// after its call (they may share the call's allocation); each kept value
+// still reads as sent after many later calls with other metadata, for
+// reflect- and Handle-registered methods, with and without an auth check
+// (which makes the call's context first), with metadata sections that fit
+// the call's allocation and that do not.
+func TestRequestMetadataKept(t *testing.T) {
+	for _, auth := range []bool{false, true} {
+		var opts []server.Option
+		if auth {
+			opts = append(opts, server.WithAuth(func(ctx context.Context, info *fleet.CallInfo, token string) error { return nil }))
+		}
+		srv := server.New(opts...)
+		var mu sync.Mutex
+		// sent value (from the args, which do not share the metadata's
+		// memory) → the metadata values the handler kept
+		kept := map[string][2]string{}
+		keep := func(ctx context.Context, sent string) {
+			v, _ := fleet.CallInfoFrom(ctx).MetadataValue("v")
+			w := fleet.IncomingMetadata(ctx)["w"]
+			mu.Lock()
+			kept[sent] = [2]string{v, w}
+			mu.Unlock()
+		}
+		if err := srv.RegisterFunction("Reflect", "Keep", func(ctx context.Context, in *Msg, out *Msg) error {
+			keep(ctx, in.S)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := server.Handle(srv, "Typed", "Keep", func(ctx context.Context, in *Msg, out *Msg) error {
+			keep(ctx, in.S)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		c := dial(t, testutil.Serve(t, srv))
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 100 {
+					// Short values fit the call's allocation, every
+					// seventh call's do not.
+					v := fmt.Sprintf("value-%d-%d", g, i)
+					if i%7 == 0 {
+						v += strings.Repeat("x", 100)
+					}
+					svc := []string{"Reflect", "Typed"}[i%2]
+					ctx := fleet.AppendOutgoingMetadata(context.Background(), "v", v, "w", v)
+					var out Msg
+					if err := c.Call(ctx, svc, "Keep", &Msg{S: v}, &out); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if len(kept) != 400 {
+			t.Fatalf("auth %v: %d values kept, want 400", auth, len(kept))
+		}
+		for sent, got := range kept {
+			if got[0] != sent || got[1] != sent {
+				t.Errorf("auth %v: kept %q, sent %q", auth, got, sent)
+			}
 		}
 	}
 }

@@ -35,18 +35,52 @@ type methodType struct {
 	newPair func() (args, reply any)
 	// newWithCtx, when set, returns a zero callCtx with what newPair
 	// would, all from one allocation; see newCallWithCtx.
-	newWithCtx func() (cctx *callCtx, args, reply any)
+	newWithCtx func(mdSize int) (cctx *callCtx, args, reply any, mdBuf []byte)
 }
+
+// mdInline is the size of the buffer a call's allocation holds for the
+// request's metadata section when the section fits, so that the copy the
+// call keeps (CallInfo's wire metadata) takes no allocation of its own: a
+// W3C traceparent pair takes 68 bytes. Calls without metadata, or with
+// more, get the allocation without it.
+const mdInline = 80
+
+// mdArray is the metadata buffer of a call's allocation.
+type mdArray = [mdInline]byte
+
+// typeOfMDArray is the type of an mdArray.
+var typeOfMDArray = reflect.TypeFor[mdArray]()
+
+// inlineMD reports whether a metadata section of mdSize bytes goes into
+// the call's allocation.
+func inlineMD(mdSize int) bool { return mdSize > 0 && mdSize <= mdInline }
 
 // newCallWithCtx returns a zero callCtx and fresh args and reply for one
 // call, from a single allocation when the method has newWithCtx (as for
 // newCall, a handler that keeps one of them keeps all three alive).
-func (m *methodType) newCallWithCtx() (cctx *callCtx, args, reply any) {
+// With mdSize, the length of the request's metadata section, it also
+// returns a buffer of that allocation for the section when it fits
+// (inlineMD; empty, of capacity mdInline), else nil.
+func (m *methodType) newCallWithCtx(mdSize int) (cctx *callCtx, args, reply any, mdBuf []byte) {
 	if m.newWithCtx != nil {
-		return m.newWithCtx()
+		return m.newWithCtx(mdSize)
 	}
 	args, reply = m.newCall()
-	return new(callCtx), args, reply
+	cctx, mdBuf = newCallCtxMD(mdSize)
+	return cctx, args, reply, mdBuf
+}
+
+// newCallCtxMD returns a zero callCtx and, when a metadata section of
+// mdSize bytes fits (inlineMD), a buffer for it from the same allocation.
+func newCallCtxMD(mdSize int) (*callCtx, []byte) {
+	if !inlineMD(mdSize) {
+		return new(callCtx), nil
+	}
+	p := new(struct {
+		c  callCtx
+		md mdArray
+	})
+	return &p.c, p.md[:0]
 }
 
 // newCall returns fresh args and reply pointers for one call: from a
@@ -82,6 +116,7 @@ type reflectMethod struct {
 	replyPtr   reflect.Type // *R, as the method takes it
 	pair       reflect.Type // struct{ A; R }, for newPair; nil if reflect could not make it
 	withCtx    reflect.Type // struct{ callCtx; A; R }, for newWithCtx; nil likewise
+	withCtxMD  reflect.Type // struct{ callCtx; A; R; mdArray }, likewise
 }
 
 func (r *reflectMethod) newArgs() any { return reflect.New(r.argPtr.Elem()).Interface() }
@@ -115,11 +150,20 @@ func (r *reflectMethod) newPair() (args, reply any) {
 
 // newWithCtx allocates a struct of a callCtx and the argument and reply
 // types (withCtx, made by structOf) and returns pointers to its fields.
-func (r *reflectMethod) newWithCtx() (cctx *callCtx, args, reply any) {
-	p := reflect.New(r.withCtx).Elem()
+// With a metadata section that fits (inlineMD) it allocates withCtxMD
+// and returns its array as the buffer for the section.
+func (r *reflectMethod) newWithCtx(mdSize int) (cctx *callCtx, args, reply any, mdBuf []byte) {
+	t := r.withCtx
+	if inlineMD(mdSize) {
+		t = r.withCtxMD
+	}
+	p := reflect.New(t).Elem()
 	rp := p.Field(2).Addr()
 	prepareReply(rp)
-	return p.Field(0).Addr().Interface().(*callCtx), p.Field(1).Addr().Interface(), rp.Interface()
+	if t == r.withCtxMD {
+		mdBuf = p.Field(3).Bytes()[:0]
+	}
+	return p.Field(0).Addr().Interface().(*callCtx), p.Field(1).Addr().Interface(), rp.Interface(), mdBuf
 }
 
 // typeOfCallCtx is the type of a callCtx.
@@ -182,7 +226,9 @@ func (r *reflectMethod) methodType(svc, name string) *methodType {
 	if r.pair = structOf(r.argPtr.Elem(), r.replyPtr.Elem()); r.pair != nil {
 		m.newPair = r.newPair
 	}
-	if r.withCtx = structOf(typeOfCallCtx, r.argPtr.Elem(), r.replyPtr.Elem()); r.withCtx != nil {
+	r.withCtx = structOf(typeOfCallCtx, r.argPtr.Elem(), r.replyPtr.Elem())
+	r.withCtxMD = structOf(typeOfCallCtx, r.argPtr.Elem(), r.replyPtr.Elem(), typeOfMDArray)
+	if r.withCtx != nil && r.withCtxMD != nil {
 		m.newWithCtx = r.newWithCtx
 	}
 	return m

@@ -118,7 +118,7 @@ func Register(p *Peer) {
 
 // Order is the order in which peers appear in reports: Fleet first, the raw
 // ceilings last.
-var Order = []string{Fleet, FleetTyped, FleetValue, FleetVT, FleetObserved, RPCX, GRPC, Thrift, NetRPC, JSONRPC, Raw, GobStream}
+var Order = []string{Fleet, FleetTyped, FleetValue, FleetVT, FleetObserved, FleetObservedAll, RPCX, GRPC, Thrift, NetRPC, JSONRPC, Raw, GobStream}
 
 // All returns the registered peers in Order.
 func All() []*Peer {

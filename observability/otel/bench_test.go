@@ -15,8 +15,8 @@ import (
 
 // BenchmarkEcho measures calls over one TCP connection with 100
 // concurrent callers (50 per GOMAXPROCS on 2 cores), without and with
-// tracing (every call sampled, or 1% of calls, spans batched to a
-// discarding exporter) and the duration metrics (SDK meter, manual
+// tracing (every call sampled, or 1% of calls, the latter also with
+// WithParentBasedSampling; spans batched to a discarding exporter) and the duration metrics (SDK meter, manual
 // reader), in the same run:
 //
 //	go test -run '^$' -bench Echo -benchtime 3s -count 5 -benchmem ./observability/otel/
@@ -25,7 +25,8 @@ func BenchmarkEcho(b *testing.B) {
 		name  string
 		on    bool
 		ratio float64
-	}{{"plain", false, 0}, {"traced", true, 1}, {"sampled1pct", true, 0.01}} {
+		pb    bool // WithParentBasedSampling
+	}{{"plain", false, 0, false}, {"traced", true, 1, false}, {"sampled1pct", true, 0.01, false}, {"sampled1pctPB", true, 0.01, true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			var sopts []server.Option
 			var copts []client.Option
@@ -35,7 +36,11 @@ func BenchmarkEcho(b *testing.B) {
 				defer tp.Shutdown(context.Background())
 				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 				defer mp.Shutdown(context.Background())
-				tel := fleetotel.New(fleetotel.WithTracerProvider(tp), fleetotel.WithMeterProvider(mp))
+				opts := []fleetotel.Option{fleetotel.WithTracerProvider(tp), fleetotel.WithMeterProvider(mp)}
+				if tc.pb {
+					opts = append(opts, fleetotel.WithParentBasedSampling())
+				}
+				tel := fleetotel.New(opts...)
 				sopts, copts = append(sopts, tel.ServerOption()), append(copts, tel.ClientOption())
 			}
 			srv := server.New(sopts...)

@@ -28,12 +28,17 @@
 // data_loss, shutting_down), as the conventions ask for gRPC.
 //
 // Cost. Span names, start options and metric attribute sets are built once
-// per method. Samplers see the name, kind and rpc.system, rpc.service,
-// rpc.method (plus server.address and server.port of ClientInterceptorFor),
-// given at span start; a server span's address attributes and every span's
-// outcome attributes and status are added only to recording spans. The
-// trace context is written into the request metadata for unsampled spans
-// too, so the callee's ParentBased sampler follows the caller's decision.
+// per method. Samplers see the span's name and kind; the rpc.* and address
+// attributes, the outcome attributes and the status are added only to
+// recording spans (WithSamplerAttributes gives the rpc.* attributes at
+// start instead). The trace context is written into the request metadata
+// for unsampled spans too, so the callee's ParentBased sampler follows the
+// caller's decision; with the default propagators the interceptors write
+// and read the W3C headers themselves, without the propagators' carrier
+// and strings. WithParentBasedSampling (opt-in, for the SDK's ParentBased
+// sampler) skips the tracer for calls whose parent is not sampled. No clock
+// is read for the duration histograms while they are disabled (no meter
+// provider).
 //
 // Context propagation. The client interceptor writes the W3C trace context
 // (traceparent, tracestate) and W3C baggage (baggage) of the call's context

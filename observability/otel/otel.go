@@ -42,11 +42,37 @@ const (
 type Option func(*config)
 
 type config struct {
-	tp           trace.TracerProvider
-	mp           metric.MeterProvider
-	props        propagation.TextMapPropagator
-	samplerAttrs bool
+	tp            trace.TracerProvider
+	mp            metric.MeterProvider
+	props         propagation.TextMapPropagator
+	samplerAttrs  bool
+	skipUnsampled bool
 }
+
+// WithParentBasedSampling declares that the tracer provider's sampler
+// records no span whose parent is valid and not sampled: the SDK's
+// sdktrace.ParentBased sampler with its defaults for such parents
+// (remoteParentNotSampled and localParentNotSampled AlwaysOff), whatever
+// its root sampler. The interceptors then start no span for a call whose
+// parent (the caller's trace context on the server, the span in the call's
+// context on the client) is valid and not sampled, since the tracer would
+// only have made a non-recording span, and save the tracer's cost
+// (allocations, the sampler, a new span ID). Calls without a parent, and
+// calls with a sampled parent, go to the tracer as before: the sampler
+// still decides for every root and every sampled trace.
+//
+// What such a call looks like then: the handler's context (server) and the
+// call's context (client) carry the parent's span context instead of a
+// new non-recording span's, so the trace context sent on to downstream
+// calls names that parent (an unrecorded span as well) as the parent
+// span ID; trace ID, sampled flag, tracestate and baggage travel as
+// before. trace.SpanFromContext in the handler returns a non-recording span
+// with the caller's span context (IsRemote true) instead of one the SDK
+// made. The duration metrics are recorded for every call either way.
+//
+// Default off: with another sampler (one that may record a child of an
+// unsampled parent) the option would drop spans it would have recorded.
+func WithParentBasedSampling() Option { return func(c *config) { c.skipUnsampled = true } }
 
 // WithSamplerAttributes passes a span's rpc.* attributes (and, on the
 // client, server.address and server.port) to the tracer's Start, so that a
@@ -74,11 +100,16 @@ func WithPropagators(p propagation.TextMapPropagator) Option {
 // Telemetry makes the interceptors. Make it with New; it is safe for
 // concurrent use.
 type Telemetry struct {
-	tracer       trace.Tracer
-	samplerAttrs bool
-	props        propagation.TextMapPropagator
-	serverDur    metric.Float64Histogram
-	clientDur    metric.Float64Histogram
+	tracer        trace.Tracer
+	samplerAttrs  bool
+	skipUnsampled bool // WithParentBasedSampling
+	// w3c: the propagators are the default W3C trace context and baggage,
+	// which the interceptors write and read themselves (w3c.go) instead
+	// of through props, to save its carrier and string allocations.
+	w3c       bool
+	props     propagation.TextMapPropagator
+	serverDur metric.Float64Histogram
+	clientDur metric.Float64Histogram
 
 	methods table[*methodTel]
 }
@@ -120,10 +151,12 @@ func New(opts ...Option) *Telemetry {
 	if c.mp == nil {
 		c.mp = otel.GetMeterProvider()
 	}
-	if c.props == nil {
+	w3c := c.props == nil
+	if w3c {
 		c.props = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	}
-	t := &Telemetry{tracer: c.tp.Tracer(ScopeName), props: c.props, samplerAttrs: c.samplerAttrs}
+	t := &Telemetry{tracer: c.tp.Tracer(ScopeName), props: c.props, w3c: w3c,
+		samplerAttrs: c.samplerAttrs, skipUnsampled: c.skipUnsampled}
 	meter := c.mp.Meter(ScopeName)
 	// Bucket boundaries from the semantic conventions' advice for RPC
 	// call durations.
@@ -190,11 +223,19 @@ func (m *methodTel) endFor(code fleet.Code) *endAttrs {
 func (t *Telemetry) ServerInterceptor() server.Interceptor {
 	return func(ctx context.Context, info *fleet.CallInfo, args, reply any, next server.Handler) error {
 		if info.MetadataLen() > 0 {
-			ctx = t.props.Extract(ctx, infoCarrier{info})
+			if t.w3c {
+				ctx = extractW3C(ctx, info)
+			} else {
+				ctx = t.props.Extract(ctx, infoCarrier{info})
+			}
 		}
 		m := t.method(info.Service, info.Method)
-		ctx, span := t.tracer.Start(ctx, m.name, m.serverStart...)
-		recording := span.IsRecording()
+		var span trace.Span // nil: no span (WithParentBasedSampling, unsampled parent)
+		recording := false
+		if !t.skipUnsampled || !unsampledParent(ctx) {
+			ctx, span = t.tracer.Start(ctx, m.name, m.serverStart...)
+			recording = span.IsRecording()
+		}
 		if recording {
 			var buf [7]attribute.KeyValue
 			addrs := append(buf[:0], m.serverLate...)
@@ -202,19 +243,28 @@ func (t *Telemetry) ServerInterceptor() server.Interceptor {
 			addrs = appendAddr(addrs, info.RemoteAddr, ClientAddressKey, ClientPortKey)
 			span.SetAttributes(addrs...)
 		}
-		start := time.Since(epoch)
+		// Without a meter provider (the global no-op one, say) the
+		// histogram is disabled: no clock reads then.
+		measure := t.serverDur.Enabled(ctx)
+		var start time.Duration
+		if measure {
+			start = time.Since(epoch)
+		}
 		err := next(ctx, args, reply)
-		d := time.Since(epoch) - start
 		code := fleet.CodeOf(err)
 		ea := m.endFor(code)
-		t.serverDur.Record(ctx, d.Seconds(), ea.record...)
+		if measure {
+			t.serverDur.Record(ctx, (time.Since(epoch) - start).Seconds(), ea.record...)
+		}
 		if recording {
 			span.SetAttributes(ea.end...)
 			if serverFault(code) {
 				span.SetStatus(codes.Error, err.Error())
 			}
 		}
-		span.End()
+		if span != nil {
+			span.End()
+		}
 		return err
 	}
 }
@@ -273,28 +323,47 @@ func (t *Telemetry) clientInterceptor(server []attribute.KeyValue) client.Interc
 			}
 			return cm
 		})
-		ctx, span := t.tracer.Start(ctx, cm.m.name, cm.opts...)
-		recording := span.IsRecording()
+		var span trace.Span // nil: no span (WithParentBasedSampling, unsampled parent)
+		var sc trace.SpanContext
+		recording := false
+		if t.skipUnsampled && unsampledParent(ctx) {
+			sc = trace.SpanContextFromContext(ctx)
+		} else {
+			ctx, span = t.tracer.Start(ctx, cm.m.name, cm.opts...)
+			sc = span.SpanContext()
+			recording = span.IsRecording()
+		}
 		if recording && len(cm.late) > 0 {
 			span.SetAttributes(cm.late...)
 		}
-		var pc pairCarrier
-		t.props.Inject(ctx, &pc)
-		if len(pc.kv) > 0 {
-			ctx = fleet.AppendOutgoingMetadata(ctx, pc.kv...)
+		if t.w3c {
+			ctx = injectW3C(ctx, sc)
+		} else {
+			var pc pairCarrier
+			t.props.Inject(ctx, &pc)
+			if len(pc.kv) > 0 {
+				ctx = fleet.AppendOutgoingMetadata(ctx, pc.kv...)
+			}
 		}
-		start := time.Since(epoch)
+		measure := t.clientDur.Enabled(ctx)
+		var start time.Duration
+		if measure {
+			start = time.Since(epoch)
+		}
 		err := invoke(ctx, service, method, args, reply)
-		d := time.Since(epoch) - start
 		ea := cm.m.endFor(fleet.CodeOf(err))
-		t.clientDur.Record(ctx, d.Seconds(), ea.record...)
+		if measure {
+			t.clientDur.Record(ctx, (time.Since(epoch) - start).Seconds(), ea.record...)
+		}
 		if recording {
 			span.SetAttributes(ea.end...)
 			if err != nil {
 				span.SetStatus(codes.Error, err.Error())
 			}
 		}
-		span.End()
+		if span != nil {
+			span.End()
+		}
 		return err
 	}
 }

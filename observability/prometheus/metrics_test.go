@@ -2,6 +2,8 @@ package fleetprom_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -227,6 +229,108 @@ func TestInFlight(t *testing.T) {
 	}
 	if g := find(families(t, reg), "fleet_server_in_flight", l).GetGauge().GetValue(); g != 0 {
 		t.Errorf("in flight after the call = %v, want 0", g)
+	}
+}
+
+// TestInFlightMany: the in-flight gauge, derived from the started and
+// handled counts when collected, counts every call blocked in its handler
+// while others come and go with every outcome (ok, handler errors, a
+// panic), is 0 once all have returned, and is scraped concurrently with
+// the calls without going negative.
+func TestInFlightMany(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	sm := fleetprom.NewServerMetrics()
+	reg.MustRegister(sm)
+	release := make(chan struct{})
+	var entered sync.WaitGroup
+	srv := server.New(sm.Option())
+	if err := srv.RegisterFunction("Slow", "Wait", func(ctx context.Context, args *int, reply *int) error {
+		entered.Done()
+		<-release
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.RegisterFunction("Slow", "Fast", func(ctx context.Context, args *int, reply *int) error {
+		switch *args % 3 {
+		case 1:
+			return fleet.Errorf(fleet.NotFound, "no %d", *args)
+		case 2:
+			panic("handler panics")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(context.Background(), "tcp", serve(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const blocked = 5
+	entered.Add(blocked)
+	var calls sync.WaitGroup
+	for range blocked {
+		calls.Add(1)
+		go func() {
+			defer calls.Done()
+			var r int
+			if err := c.Call(context.Background(), "Slow", "Wait", new(int), &r); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	entered.Wait()
+	wait := map[string]string{"service": "Slow", "method": "Wait"}
+	fast := map[string]string{"service": "Slow", "method": "Fast"}
+	stop := make(chan struct{})
+	scraped := make(chan error, 1)
+	go func() { // scrape while the fast calls run
+		for {
+			select {
+			case <-stop:
+				scraped <- nil
+				return
+			default:
+			}
+			mfs, err := reg.Gather()
+			if err != nil {
+				scraped <- err
+				return
+			}
+			for _, mf := range mfs {
+				if mf.GetName() != "fleet_server_in_flight" {
+					continue
+				}
+				for _, m := range mf.GetMetric() {
+					if g := m.GetGauge().GetValue(); g < 0 {
+						scraped <- fmt.Errorf("in flight of %v = %v", m.GetLabel(), g)
+						return
+					}
+				}
+			}
+		}
+	}()
+	for i := range 60 {
+		var r int
+		n := i
+		c.Call(context.Background(), "Slow", "Fast", &n, &r) // two in three fail, by design
+	}
+	close(stop)
+	if err := <-scraped; err != nil {
+		t.Error(err)
+	}
+	fams := families(t, reg)
+	if g := find(fams, "fleet_server_in_flight", wait).GetGauge().GetValue(); g != blocked {
+		t.Errorf("in flight of Wait = %v, want %d", g, blocked)
+	}
+	if g := find(fams, "fleet_server_in_flight", fast).GetGauge().GetValue(); g != 0 {
+		t.Errorf("in flight of Fast after its calls = %v, want 0", g)
+	}
+	close(release)
+	calls.Wait()
+	if g := find(families(t, reg), "fleet_server_in_flight", wait).GetGauge().GetValue(); g != 0 {
+		t.Errorf("in flight of Wait after its calls = %v, want 0", g)
 	}
 }
 

@@ -42,10 +42,8 @@ func NewServerMetrics(opts ...Option) *ServerMetrics {
 				"fleet_server_handling_seconds",
 				"Time handlers (with the interceptors installed after this one) took, in seconds.",
 			), []string{"service", "method"}),
-			inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-				Name: "fleet_server_in_flight", ConstLabels: cl,
-				Help: "Calls running on the server now.",
-			}, []string{"service", "method"}),
+			inflight: prometheus.NewDesc("fleet_server_in_flight",
+				"Calls running on the server now.", []string{"service", "method"}, cl),
 		},
 		conns: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fleet_server_connections", ConstLabels: cl,

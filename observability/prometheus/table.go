@@ -8,16 +8,21 @@ import (
 
 	"github.com/fleetrpc/fleet"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // rpcMetrics is the started/handled/handling-time/in-flight family shared
 // by the server and client side.
 type rpcMetrics struct {
-	cfg      config
-	started  *prometheus.CounterVec   // service, method
-	handled  *prometheus.CounterVec   // service, method, code
-	seconds  *prometheus.HistogramVec // service, method
-	inflight *prometheus.GaugeVec     // service, method; nil on the client
+	cfg     config
+	started *prometheus.CounterVec   // service, method
+	handled *prometheus.CounterVec   // service, method, code
+	seconds *prometheus.HistogramVec // service, method
+	// inflight describes the in-flight gauge (service, method; nil on
+	// the client). Its value is derived when collected, as a method's
+	// started calls less its handled ones, so that a call updates no
+	// gauge (two compare-and-swap loops on a word every core writes).
+	inflight *prometheus.Desc
 
 	mu sync.Mutex // serialises writers of methods
 	// methods maps service, then method, to the resolved series:
@@ -31,9 +36,11 @@ type mMetrics struct {
 	service, method string
 	started         prometheus.Counter
 	seconds         prometheus.Observer
-	inflight        prometheus.Gauge
 	handled         [fleet.ShuttingDown + 1]atomic.Pointer[prometheus.Counter]
 	vec             *prometheus.CounterVec
+	// otherHandled counts the calls handled with a code beyond handled's
+	// (counted in vec too), for the in-flight gauge.
+	otherHandled atomic.Int64
 }
 
 func (r *rpcMetrics) init() {
@@ -60,9 +67,6 @@ func (r *rpcMetrics) lookup(service, method string) *mMetrics {
 		seconds: r.seconds.WithLabelValues(service, method),
 		vec:     r.handled,
 	}
-	if r.inflight != nil {
-		m.inflight = r.inflight.WithLabelValues(service, method)
-	}
 	next := make(map[string]map[string]*mMetrics, len(old)+1)
 	for k, v := range old {
 		next[k] = v
@@ -80,6 +84,7 @@ func (r *rpcMetrics) lookup(service, method string) *mMetrics {
 // handledFor returns the handled counter for code.
 func (m *mMetrics) handledFor(code fleet.Code) prometheus.Counter {
 	if int(code) >= len(m.handled) {
+		m.otherHandled.Add(1)
 		return m.vec.WithLabelValues(m.service, m.method, code.String())
 	}
 	if p := m.handled[code].Load(); p != nil {
@@ -97,9 +102,6 @@ var epoch = time.Now()
 // begin counts a call's start; the returned time goes to end.
 func (m *mMetrics) begin() time.Duration {
 	m.started.Inc()
-	if m.inflight != nil {
-		m.inflight.Inc()
-	}
 	return time.Since(epoch)
 }
 
@@ -119,9 +121,6 @@ func (r *rpcMetrics) end(ctx context.Context, m *mMetrics, start time.Duration, 
 	} else {
 		m.seconds.Observe(d)
 	}
-	if m.inflight != nil {
-		m.inflight.Dec()
-	}
 	m.handledFor(fleet.CodeOf(err)).Inc()
 }
 
@@ -130,7 +129,7 @@ func (r *rpcMetrics) describe(ch chan<- *prometheus.Desc) {
 	r.handled.Describe(ch)
 	r.seconds.Describe(ch)
 	if r.inflight != nil {
-		r.inflight.Describe(ch)
+		ch <- r.inflight
 	}
 }
 
@@ -139,6 +138,33 @@ func (r *rpcMetrics) collect(ch chan<- prometheus.Metric) {
 	r.handled.Collect(ch)
 	r.seconds.Collect(ch)
 	if r.inflight != nil {
-		r.inflight.Collect(ch)
+		for _, ms := range *r.methods.Load() {
+			for _, m := range ms {
+				ch <- prometheus.MustNewConstMetric(r.inflight, prometheus.GaugeValue, m.inFlight(), m.service, m.method)
+			}
+		}
 	}
+}
+
+// inFlight returns the number of the method's calls started and not yet
+// handled. The handled counts are read first: a call counts as started
+// before it counts as handled, so the result is never negative (a call
+// that starts between the reads is counted as running).
+func (m *mMetrics) inFlight() float64 {
+	handled := float64(m.otherHandled.Load())
+	for i := range m.handled {
+		if p := m.handled[i].Load(); p != nil {
+			handled += counterValue(*p)
+		}
+	}
+	return counterValue(m.started) - handled
+}
+
+// counterValue reads a counter's value.
+func counterValue(c prometheus.Counter) float64 {
+	var pb dto.Metric
+	if err := c.Write(&pb); err != nil {
+		return 0
+	}
+	return pb.GetCounter().GetValue()
 }
