@@ -131,20 +131,7 @@ func TestParentBasedSampling(t *testing.T) {
 		t.Errorf("%d spans recorded, want 11 (4 sampled, 4 and 3 of the roots)", n)
 	}
 
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	counts := map[string]uint64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if h, ok := m.Data.(metricdata.Histogram[float64]); ok {
-				for _, dp := range h.DataPoints {
-					counts[m.Name] += dp.Count
-				}
-			}
-		}
-	}
+	counts := durationCounts(t, reader)
 	// Each call is two server calls (Front, Back); the client interceptor
 	// runs on all but the plain client's call.
 	if counts["rpc.server.call.duration"] != uint64(2*calls) || counts["rpc.client.call.duration"] != uint64(2*calls-1) {
