@@ -1,3 +1,5 @@
+// Generated from ../../internal/benchpb/benchmark.proto by go generate. DO NOT EDIT.
+
 // The benchmark message used by rpcx-benchmark and the rpcx README (seed
 // 001_6731c99f4ac8e5b2.txt), taken from the protobuf project's benchmarks.
 //

@@ -6,18 +6,20 @@
 // uses them when a message has them; the bench's fleet-vt peer measures
 // what that changes. The wire bytes are those of the standard message.
 //
-// Regenerate, in this directory, with protoc-gen-go at the version of
-// google.golang.org/protobuf in go.mod and protoc-gen-go-vtproto at the
-// version of github.com/planetscale/vtprotobuf in go.mod:
-//
-//	protoc -I. --go_out=. --go_opt=paths=source_relative \
-//	  --go-vtproto_out=. --go-vtproto_opt=paths=source_relative,features=marshal+unmarshal+size \
-//	  benchmark_vt.proto
-//
-// benchmark_vt.proto is ../../internal/benchpb/benchmark.proto with its
-// package and go_package changed; echo.go is benchpb's echo.go with its
-// package changed.
+// Everything here but doc.go is generated from internal/benchpb's
+// sources by go generate in this directory, with protoc, protoc-gen-go at
+// the version of google.golang.org/protobuf in go.mod and
+// protoc-gen-go-vtproto at the version of github.com/planetscale/vtprotobuf
+// in go.mod on PATH: benchmark_vt.proto is benchpb's benchmark.proto with
+// its package and go_package changed; echo.go is benchpb's echo.go with its
+// package changed, so that this message's handler does exactly the work of
+// every other peer's.
 package vtmsg
+
+//go:generate sh -c "{ echo '// Generated from ../../internal/benchpb/benchmark.proto by go generate. DO NOT EDIT.'; echo; sed -e 's/^package pb;$/package pbvt;/' -e 's#go_package = \"github.com/fleetrpc/fleet/internal/benchpb\"#go_package = \"github.com/fleetrpc/fleet/bench/vtmsg\"#' ../../internal/benchpb/benchmark.proto; } > benchmark_vt.proto"
+//go:generate protoc -I. --go_out=. --go_opt=paths=source_relative --go-vtproto_out=. --go-vtproto_opt=paths=source_relative,features=marshal+unmarshal+size benchmark_vt.proto
+
+//go:generate sh -c "{ echo '// Code generated from ../../internal/benchpb/echo.go by go generate. DO NOT EDIT.'; echo; sed 's/^package benchpb$/package vtmsg/' ../../internal/benchpb/echo.go; } > echo.go"
 
 import (
 	"google.golang.org/protobuf/proto"

@@ -1,3 +1,5 @@
+// Code generated from ../../internal/benchpb/echo.go by go generate. DO NOT EDIT.
+
 package vtmsg
 
 // Echo makes dst the benchmark server's answer to src: src's fields with
