@@ -25,9 +25,10 @@ const (
 	ClientCommand = "bench-client"
 )
 
-// ChildMain runs a child process of the benchmark: args[0] is ServerCommand
-// or ClientCommand, the rest are its flags. It returns when the child's work
-// is done; stdin and stdout carry the line protocol the parent speaks.
+// ChildMain runs a child process of the benchmark: args[0] is
+// ServerCommand, ClientCommand or OverloadCommand, the rest are its flags.
+// It returns when the child's work is done; stdin and stdout carry the line
+// protocol the parent speaks.
 func ChildMain(args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) == 0 {
 		return errors.New("bench: missing child command")
@@ -37,6 +38,8 @@ func ChildMain(args []string, stdin io.Reader, stdout io.Writer) error {
 		return serverMain(args[1:], stdin, stdout)
 	case ClientCommand:
 		return clientMain(args[1:], stdin, stdout)
+	case OverloadCommand:
+		return overloadMain(args[1:], stdin, stdout)
 	}
 	return fmt.Errorf("bench: unknown child command %q", args[0])
 }
@@ -205,7 +208,8 @@ func clientMain(args []string, stdin io.Reader, stdout io.Writer) error {
 type Launcher func(args ...string) (*exec.Cmd, error)
 
 // SelfLauncher re-executes the running binary; the binary must dispatch its
-// ServerCommand and ClientCommand subcommands to ChildMain.
+// ServerCommand, ClientCommand and OverloadCommand subcommands to
+// ChildMain.
 func SelfLauncher(args ...string) (*exec.Cmd, error) {
 	exe, err := os.Executable()
 	if err != nil {

@@ -14,8 +14,10 @@ import (
 	"github.com/fleetrpc/fleet/server"
 )
 
-// Scenario overload (run by name only, not by all): a Fleet server in the
-// bench process whose handlers share a fixed resource, OverloadSlots slots
+// Scenario overload (run by name only, not by all): a Fleet server in a
+// child process (OverloadCommand; one per row, as the other scenarios run
+// their servers apart from the load generator) whose handlers share a
+// fixed resource, OverloadSlots slots
 // each held OverloadCost per call (a server with a capacity of about
 // OverloadSlots / OverloadCost calls per second; a handler waiting for a
 // slot gives up when its call's deadline passes). Measured in one run:
@@ -84,7 +86,7 @@ type OverloadResult struct {
 	Rounds    int           `json:"rounds,omitempty"`
 }
 
-// overloadServer serves Work.Do in the bench process.
+// overloadServer serves Work.Do (in the child process of overloadMain).
 type overloadServer struct {
 	srv   *server.Server
 	addr  string
@@ -222,31 +224,11 @@ func openLoop(ctx context.Context, t *overloadTally, c *client.Client, rate floa
 // server, client and pooled counts.
 type overloadRow struct {
 	test    string
-	srv     *overloadServer
+	srv     *overloadProc
 	c       *client.Client
 	tally   overloadTally
 	elapsed time.Duration
 	offered float64 // sum over the rounds of the rate offered
-	limits  float64 // sum of the sampled limits
-	nlimits int
-}
-
-// sampleLimit adds the server's adaptive limit to the row every
-// millisecond until stop is closed.
-func (w *overloadRow) sampleLimit(stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-			l, _, _ := w.srv.srv.AdaptiveLimitState()
-			w.limits += float64(l)
-			w.nlimits++
-		}
-	}
 }
 
 func (r *runner) overload(ctx context.Context) error {
@@ -258,15 +240,11 @@ func (r *runner) overload(ctx context.Context) error {
 	slice := d / time.Duration(rounds)
 	rows := []*overloadRow{{test: "uncongested"}, {test: "peak"}, {test: "2x, no limit"}, {test: "2x, adaptive limit"}}
 	for i, w := range rows {
-		var opts []server.Option
-		if i == 3 {
-			opts = append(opts, server.WithAdaptiveLimit(server.AdaptiveLimit{}))
-		}
-		s, err := startOverloadServer(opts...)
+		s, err := startOverloadProc(r.o.Launch, w.test, i == 3, r.set.ChildMaxTime)
 		if err != nil {
 			return err
 		}
-		defer s.close()
+		defer s.stop()
 		c, err := client.Dial(ctx, "tcp", s.addr, client.WithWriteTimeout(0))
 		if err != nil {
 			return err
@@ -296,16 +274,24 @@ func (r *runner) overload(ctx context.Context) error {
 				if peak <= 0 {
 					return fmt.Errorf("overload: no call succeeded at peak")
 				}
-				stop, sampled := make(chan struct{}), make(chan struct{})
-				go w.sampleLimit(stop, sampled)
+				if err := w.srv.sample(true); err != nil {
+					return err
+				}
 				w.elapsed += openLoop(ctx, &w.tally, w.c, 2*peak, slice)
-				close(stop)
-				<-sampled
+				if err := w.srv.sample(false); err != nil {
+					return err
+				}
 				// A call the client gave up on may still run on the
 				// server a little longer: let it end before the next
 				// row's slice.
-				for wait := time.Now(); w.srv.running.Load() > 0 && time.Since(wait) < 2*OverloadDeadline; {
-					time.Sleep(time.Millisecond)
+				for wait := time.Now(); time.Since(wait) < 2*OverloadDeadline; time.Sleep(5 * time.Millisecond) {
+					st, err := w.srv.stats()
+					if err != nil {
+						return err
+					}
+					if st.running == 0 {
+						break
+					}
 				}
 				w.offered += 2 * peak
 			}
@@ -325,14 +311,17 @@ func (r *runner) overload(ctx context.Context) error {
 		default:
 			res.Offered = w.offered / float64(rounds)
 		}
-		res.Limit, _, _ = w.srv.srv.AdaptiveLimitState()
-		if n := w.srv.holds.Load(); n > 0 {
-			busy := time.Duration(w.srv.busy.Load())
-			res.SlotsBusy = busy.Seconds() / (OverloadSlots * w.elapsed.Seconds())
-			res.SlotHold = busy / time.Duration(n)
+		st, err := w.srv.stats()
+		if err != nil {
+			return err
 		}
-		if w.nlimits > 0 && res.Limit > 0 {
-			res.MeanLimit = w.limits / float64(w.nlimits)
+		res.Limit = st.limit
+		if st.holds > 0 {
+			res.SlotsBusy = st.busy.Seconds() / (OverloadSlots * w.elapsed.Seconds())
+			res.SlotHold = st.busy / time.Duration(st.holds)
+		}
+		if st.samples > 0 && res.Limit > 0 {
+			res.MeanLimit = st.limitSum / float64(st.samples)
 		}
 		r.rep.Overload = append(r.rep.Overload, res)
 	}

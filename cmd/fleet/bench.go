@@ -48,7 +48,8 @@ scenario:
   overload (only when named) open-loop load at twice a Fleet server's measured
            capacity, without and with server.WithAdaptiveLimit: goodput vs
            peak throughput, admitted calls' p99 vs the uncongested p99, shed
-           share (in the bench process, the rows taking turns in rounds;
+           share (each row's server a child process, as in the other
+           scenarios; the rows taking turns in rounds;
            about 45 s, --quick: about 6 s; run alone it writes no report
            unless --out is given)
 
@@ -101,7 +102,7 @@ everything in under a minute and writes nothing unless --out is given.`,
 	cmd.AddCommand(soakCommand())
 	rootCmd.AddCommand(cmd)
 
-	for _, name := range []string{bench.ServerCommand, bench.ClientCommand} {
+	for _, name := range []string{bench.ServerCommand, bench.ClientCommand, bench.OverloadCommand} {
 		rootCmd.AddCommand(&cobra.Command{
 			Use:                name,
 			Short:              "internal: a child process of fleet bench",
