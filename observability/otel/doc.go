@@ -33,9 +33,8 @@
 // recording spans (WithSamplerAttributes gives the rpc.* attributes at
 // start instead). The trace context is written into the request metadata
 // for unsampled spans too, so the callee's ParentBased sampler follows the
-// caller's decision; with the default propagators the interceptors write
-// and read the W3C headers themselves, without the propagators' carrier
-// and strings. WithParentBasedSampling (opt-in, for the SDK's ParentBased
+// caller's decision; the headers go through the propagators (the injection
+// carrier holds one pair inline). WithParentBasedSampling (opt-in, for the SDK's ParentBased
 // sampler) skips the tracer for calls whose parent is not sampled. No clock
 // is read for the duration histograms while they are disabled (no meter
 // provider).

@@ -103,13 +103,9 @@ type Telemetry struct {
 	tracer        trace.Tracer
 	samplerAttrs  bool
 	skipUnsampled bool // WithParentBasedSampling
-	// w3c: the propagators are the default W3C trace context and baggage,
-	// which the interceptors write and read themselves (w3c.go) instead
-	// of through props, to save its carrier and string allocations.
-	w3c       bool
-	props     propagation.TextMapPropagator
-	serverDur metric.Float64Histogram
-	clientDur metric.Float64Histogram
+	props         propagation.TextMapPropagator
+	serverDur     metric.Float64Histogram
+	clientDur     metric.Float64Histogram
 
 	methods table[*methodTel]
 }
@@ -151,11 +147,10 @@ func New(opts ...Option) *Telemetry {
 	if c.mp == nil {
 		c.mp = otel.GetMeterProvider()
 	}
-	w3c := c.props == nil
-	if w3c {
+	if c.props == nil {
 		c.props = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	}
-	t := &Telemetry{tracer: c.tp.Tracer(ScopeName), props: c.props, w3c: w3c,
+	t := &Telemetry{tracer: c.tp.Tracer(ScopeName), props: c.props,
 		samplerAttrs: c.samplerAttrs, skipUnsampled: c.skipUnsampled}
 	meter := c.mp.Meter(ScopeName)
 	// Bucket boundaries from the semantic conventions' advice for RPC
@@ -223,11 +218,7 @@ func (m *methodTel) endFor(code fleet.Code) *endAttrs {
 func (t *Telemetry) ServerInterceptor() server.Interceptor {
 	return func(ctx context.Context, info *fleet.CallInfo, args, reply any, next server.Handler) error {
 		if info.MetadataLen() > 0 {
-			if t.w3c {
-				ctx = extractW3C(ctx, info)
-			} else {
-				ctx = t.props.Extract(ctx, infoCarrier{info})
-			}
+			ctx = t.props.Extract(ctx, infoCarrier{info})
 		}
 		m := t.method(info.Service, info.Method)
 		var span trace.Span // nil: no span (WithParentBasedSampling, unsampled parent)
@@ -324,26 +315,18 @@ func (t *Telemetry) clientInterceptor(server []attribute.KeyValue) client.Interc
 			return cm
 		})
 		var span trace.Span // nil: no span (WithParentBasedSampling, unsampled parent)
-		var sc trace.SpanContext
 		recording := false
-		if t.skipUnsampled && unsampledParent(ctx) {
-			sc = trace.SpanContextFromContext(ctx)
-		} else {
+		if !t.skipUnsampled || !unsampledParent(ctx) {
 			ctx, span = t.tracer.Start(ctx, cm.m.name, cm.opts...)
-			sc = span.SpanContext()
 			recording = span.IsRecording()
 		}
 		if recording && len(cm.late) > 0 {
 			span.SetAttributes(cm.late...)
 		}
-		if t.w3c {
-			ctx = injectW3C(ctx, sc)
-		} else {
-			var pc pairCarrier
-			t.props.Inject(ctx, &pc)
-			if len(pc.kv) > 0 {
-				ctx = fleet.AppendOutgoingMetadata(ctx, pc.kv...)
-			}
+		var pc pairCarrier
+		t.props.Inject(ctx, &pc)
+		if len(pc.kv) > 0 {
+			ctx = fleet.AppendOutgoingMetadata(ctx, pc.kv...)
 		}
 		measure := t.clientDur.Enabled(ctx)
 		var start time.Duration
@@ -473,4 +456,12 @@ func (c *pairCarrier) Keys() []string {
 		keys = append(keys, c.kv[i])
 	}
 	return keys
+}
+
+// unsampledParent reports whether ctx carries a valid span context that
+// is not sampled: the parent WithParentBasedSampling lets the
+// interceptors skip the tracer for.
+func unsampledParent(ctx context.Context) bool {
+	sc := trace.SpanContextFromContext(ctx)
+	return sc.IsValid() && !sc.IsSampled()
 }
