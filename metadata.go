@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/fleetrpc/fleet/internal/ctxkey"
 )
@@ -122,40 +121,6 @@ func AppendOutgoingMetadata(ctx context.Context, kv ...string) context.Context {
 	}
 	o.kv = kv
 	return withOutgoing(ctx, o)
-}
-
-// AppendOutgoingValue is AppendOutgoingMetadata(ctx, key, value) for a
-// value that write appends to the empty buffer it is given (and returns,
-// as append does). When ctx carries no appended pairs yet and the value
-// fits in 64 bytes, its bytes, the pair and the context are one
-// allocation, so an interceptor that adds one computed pair per call
-// (a W3C traceparent: 55 bytes) makes no string of it. write runs once,
-// before AppendOutgoingValue returns, and must not keep the buffer.
-func AppendOutgoingValue(ctx context.Context, key string, write func(buf []byte) []byte) context.Context {
-	o := outgoingFrom(ctx)
-	if len(o.kv) > 0 {
-		return AppendOutgoingMetadata(ctx, key, string(write(nil)))
-	}
-	c := new(outgoingValueCtx)
-	b := write(c.buf[:0])
-	v := ""
-	if len(b) > 0 {
-		// b is c.buf or, when the value outgrew it, memory append made
-		// for it; neither is written again.
-		v = unsafe.String(&b[0], len(b))
-	}
-	c.kv = [2]string{key, v}
-	c.Context, c.o = ctx, outgoing{md: o.md, kv: c.kv[:]}
-	return &c.outgoingCtx
-}
-
-// outgoingValueCtx is AppendOutgoingValue's context: an outgoingCtx
-// whose one appended pair, and that pair's value bytes, share its
-// allocation.
-type outgoingValueCtx struct {
-	outgoingCtx
-	kv  [2]string
-	buf [64]byte
 }
 
 // OutgoingMetadata returns the request metadata attached to ctx by
