@@ -331,22 +331,32 @@ type serverProc struct {
 }
 
 func startServer(launch Launcher, peer string, sleep, maxTime time.Duration) (*serverProc, error) {
-	c, err := startChild(launch, "bench-server "+peer, ServerCommand,
+	c, addr, err := startListener(launch, "bench-server "+peer, ServerCommand,
 		"--peer", peer, "--listen", "127.0.0.1:0", "--sleep", sleep.String(), "--max-time", maxTime.String())
 	if err != nil {
 		return nil, err
 	}
+	return &serverProc{child: c, addr: addr}, nil
+}
+
+// startListener starts a child that serves, and returns it with the
+// address its first line ("addr HOST:PORT") gives.
+func startListener(launch Launcher, name string, args ...string) (*child, string, error) {
+	c, err := startChild(launch, name, args...)
+	if err != nil {
+		return nil, "", err
+	}
 	line, err := c.readLine(30 * time.Second)
 	if err != nil {
 		c.stop()
-		return nil, err
+		return nil, "", err
 	}
 	addr, ok := strings.CutPrefix(line, "addr ")
 	if !ok {
 		c.stop()
-		return nil, c.failure("unexpected first line " + strconv.Quote(line))
+		return nil, "", c.failure("unexpected first line " + strconv.Quote(line))
 	}
-	return &serverProc{child: c, addr: addr}, nil
+	return c, addr, nil
 }
 
 // stats returns the server's CPU time and received log entries so far.

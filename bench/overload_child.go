@@ -129,19 +129,9 @@ func startOverloadProc(launch Launcher, test string, adaptive bool, maxTime time
 	if adaptive {
 		args = append(args, "--adaptive")
 	}
-	c, err := startChild(launch, OverloadCommand+" ("+test+")", args...)
+	c, addr, err := startListener(launch, OverloadCommand+" ("+test+")", args...)
 	if err != nil {
 		return nil, err
-	}
-	line, err := c.readLine(30 * time.Second)
-	if err != nil {
-		c.stop()
-		return nil, err
-	}
-	addr, ok := strings.CutPrefix(line, "addr ")
-	if !ok {
-		c.stop()
-		return nil, c.failure("unexpected first line " + strconv.Quote(line))
 	}
 	return &overloadProc{child: c, addr: addr}, nil
 }
