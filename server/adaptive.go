@@ -23,9 +23,9 @@ const (
 	// rttNoLoad) the limit grows by Smoothing × QueueSize per call; with
 	// queueing, limit × rttNoLoad / rtt is (by Little's law) the number of
 	// calls the server runs without queueing, c, and the limit settles
-	// at about Tolerance × c + QueueSize (8 where the handlers run 4 calls
-	// at once, with the defaults; less where latencies vary: 6.7-6.9 on
-	// average on the overload bench). A call that
+	// at about Tolerance × c + QueueSize (7 where the handlers run 4 calls
+	// at once, with the defaults; 7.0-7.1 on average on the overload
+	// bench). A call that
 	// ended DeadlineExceeded counts as gradient 0.5. Unlike
 	// Gradient2Limit, whose reference is an exponential average of all
 	// latencies and so follows a standing queue upwards, the reference
@@ -117,10 +117,14 @@ type AdaptiveLimit struct {
 	// taken as 1.
 	Tolerance float64
 	// QueueSize (AdaptiveGradient) is the queue allowance in calls: how far
-	// the limit may grow above what runs unqueued. Default 2 (1 until
-	// 2026-11-27: on the overload bench 1 left the handlers idle 9-11% of
-	// the time between admitted calls, 2 left them idle 5-6%, with the
-	// admitted calls' p99 no higher; docs/benchmarks.md, "Overload").
+	// the limit may grow above what runs unqueued. Default 1. (It was 2
+	// for part of 2026-11-27, measured with a load generator that offered
+	// calls in bursts every millisecond, where 2 kept the slots busier;
+	// with calls offered evenly, 2 kept about 4 calls queued on 4 slots and
+	// the admitted calls' p99 at 2.3 times the uncongested p99, 1 keeps
+	// about 3, p99 1.75-1.94 times, the slots 99 % busy either way;
+	// docs/benchmarks.md, "Overload". Tolerance 1.25 queued less still, but
+	// shrank the limit of a server whose latencies merely vary.)
 	QueueSize float64
 	// Smoothing (AdaptiveGradient) is the share of the way, in (0, 1], the
 	// limit moves towards each sample's new estimate. Default 0.2.
@@ -146,7 +150,7 @@ const (
 	DefaultAdaptiveMax             = 1000
 	DefaultAdaptiveProbeMultiplier = 30
 	DefaultAdaptiveTolerance       = 1.5
-	DefaultAdaptiveQueueSize       = 2.0
+	DefaultAdaptiveQueueSize       = 1.0
 	DefaultAdaptiveSmoothing       = 0.2
 	DefaultAdaptiveBacklogTimeout  = 0.0 // no backlog
 )
