@@ -62,6 +62,13 @@ func withOutgoing(ctx context.Context, o outgoing) context.Context {
 	return &outgoingCtx{Context: ctx, o: o}
 }
 
+// outgoingPairCtx is an outgoingCtx whose appended pairs are one pair held
+// in the same allocation, so that the caller's slice is not kept.
+type outgoingPairCtx struct {
+	outgoingCtx
+	pair [2]string
+}
+
 func (c *outgoingCtx) Value(key any) any {
 	if key == (outgoingKey{}) {
 		return &c.o
@@ -108,13 +115,22 @@ func WithOutgoingMetadata(ctx context.Context, md Metadata) context.Context {
 // makes no map: the context keeps kv itself (or, when ctx already carries
 // appended pairs, one new slice holding both), and the client writes the
 // pairs to the request as they are. kv must not be modified after the
-// call. Interceptors that add a few keys on every call (trace context) use
-// it. It panics if kv has an odd length, a programming error.
+// call, except when it is a single pair appended to a context without
+// appended pairs: that pair is copied into the context's own allocation
+// (the common case of a trace context interceptor, one allocation in all).
+// Interceptors that add a few keys on every call (trace context) use it.
+// It panics if kv has an odd length, a programming error.
 func AppendOutgoingMetadata(ctx context.Context, kv ...string) context.Context {
 	if len(kv)%2 != 0 {
 		panic("fleet: AppendOutgoingMetadata: odd number of strings")
 	}
 	o := outgoingFrom(ctx)
+	if len(kv) == 2 && len(o.kv) == 0 {
+		c := &outgoingPairCtx{outgoingCtx: outgoingCtx{Context: ctx, o: o}}
+		c.pair = [2]string{kv[0], kv[1]}
+		c.o.kv = c.pair[:]
+		return c
+	}
 	if len(o.kv) > 0 {
 		all := make([]string, 0, len(o.kv)+len(kv))
 		kv = append(append(all, o.kv...), kv...)
@@ -223,11 +239,15 @@ func (ci *CallInfo) MetadataValue(key string) (string, bool) {
 	}
 	var v string
 	var ok bool
-	rangeWire(ci.wire, ci.wireN, func(k, val string) {
+	s := ci.wire
+	for i := 0; i < ci.wireN; i++ {
+		var k, val string
+		k, s = wireString(s)
+		val, s = wireString(s)
 		if k == key {
 			v, ok = val, true
 		}
-	})
+	}
 	return v, ok
 }
 

@@ -99,3 +99,31 @@ func TestOutgoingContextParent(t *testing.T) {
 		t.Errorf("Err = %v after the parent's cancel", ctx.Err())
 	}
 }
+
+// TestAppendOutgoingPairCopied: one pair appended to a context without
+// appended pairs is copied into the context (the caller may reuse its
+// slice) in one allocation, and a later append still sees it.
+func TestAppendOutgoingPairCopied(t *testing.T) {
+	base := fleet.WithOutgoingMetadata(context.Background(), fleet.Metadata{"a": "1"})
+	kv := []string{"t", "1"}
+	ctx := fleet.AppendOutgoingMetadata(base, kv...)
+	kv[0], kv[1] = "x", "x"
+	md, pairs := fleet.OutgoingPairs(ctx)
+	if md["a"] != "1" || len(pairs) != 2 || pairs[0] != "t" || pairs[1] != "1" {
+		t.Fatalf("OutgoingPairs = %v, %v; want map[a:1], [t 1]", md, pairs)
+	}
+	ctx2 := fleet.AppendOutgoingMetadata(ctx, "t", "2", "u", "3")
+	if _, pairs := fleet.OutgoingPairs(ctx2); len(pairs) != 6 || pairs[1] != "1" || pairs[3] != "2" {
+		t.Fatalf("after a second append: %v", pairs)
+	}
+	if v, _ := fleet.LookupOutgoing(ctx2, "t"); v != "2" {
+		t.Errorf("LookupOutgoing(t) = %q, want the later 2", v)
+	}
+	if _, pairs := fleet.OutgoingPairs(ctx); len(pairs) != 2 || pairs[1] != "1" {
+		t.Errorf("the first context changed: %v", pairs)
+	}
+	kv = []string{"t", "1"}
+	if n := testing.AllocsPerRun(100, func() { _ = fleet.AppendOutgoingMetadata(base, kv...) }); n != 1 {
+		t.Errorf("appending one pair allocates %v times, want 1", n)
+	}
+}

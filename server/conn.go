@@ -342,6 +342,11 @@ func (c *callCtx) freeSlot() {
 // methodKey is the context key under which a callCtx answers its method.
 type methodKey struct{}
 
+// callCtxKey is the context key under which a callCtx answers itself, so
+// that reflectMethod.invoke finds the call's slot under the contexts
+// interceptors derive from it.
+type callCtxKey struct{}
+
 // newCallCtx builds a call's context from its frame: the connection's
 // context, with the frame's deadline when it has one.
 func (c *conn) newCallCtx(f *protocol.Frame, service, method string) *callCtx {
@@ -383,6 +388,8 @@ func (c *callCtx) Value(key any) any {
 		return &c.info
 	case methodKey:
 		return c.m
+	case callCtxKey:
+		return c
 	}
 	return c.Context.Value(key)
 }

@@ -201,10 +201,15 @@ func (r *reflectMethod) invoke(ctx context.Context, args, reply any) error {
 		// A Value of the parameter's own type, context.Context: Call then
 		// checks assignability by identity, not by walking the method set
 		// of the concrete context type (a tenth of a whole call's CPU).
-		// The call's own context lends its slot for that (the usual
-		// case, no allocation); a context made by an interceptor, or a
+		// The call's own context lends its slot for that, also when an
+		// interceptor passed on a context derived from it (no
+		// allocation); a context not derived from the call's, or a
 		// second concurrent use of the slot, takes a variable of its own.
-		if cc, ok := ctx.(*callCtx); ok && cc.slotBusy.CompareAndSwap(false, true) {
+		cc, ok := ctx.(*callCtx)
+		if !ok {
+			cc, ok = ctx.Value(callCtxKey{}).(*callCtx)
+		}
+		if ok && cc.slotBusy.CompareAndSwap(false, true) {
 			cc.slot = ctx
 			defer cc.freeSlot()
 			in = append(in, reflect.ValueOf(&cc.slot).Elem())

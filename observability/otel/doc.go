@@ -34,8 +34,10 @@
 // start instead). The trace context is written into the request metadata
 // for unsampled spans too, so the callee's ParentBased sampler follows the
 // caller's decision; the headers go through the propagators (the injection
-// carrier holds one pair inline). WithParentBasedSampling (opt-in, for the SDK's ParentBased
-// sampler) skips the tracer for calls whose parent is not sampled. No clock
+// carrier is reused, and a lone traceparent is copied into the outgoing
+// context, one allocation). WithParentBasedSampling (opt-in, for the SDK's
+// ParentBased sampler) skips the tracer for calls whose parent is not
+// sampled. No clock
 // is read for the duration histograms while they are disabled (no meter
 // provider).
 //

@@ -3,7 +3,9 @@ package fleetotel
 import (
 	"context"
 	"net"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -323,11 +325,16 @@ func (t *Telemetry) clientInterceptor(server []attribute.KeyValue) client.Interc
 		if recording && len(cm.late) > 0 {
 			span.SetAttributes(cm.late...)
 		}
-		var pc pairCarrier
-		t.props.Inject(ctx, &pc)
-		if len(pc.kv) > 0 {
+		pc := carriers.Get().(*pairCarrier)
+		t.props.Inject(ctx, pc)
+		switch {
+		case len(pc.kv) == 2: // traceparent alone: the context copies it
 			ctx = fleet.AppendOutgoingMetadata(ctx, pc.kv...)
+		case len(pc.kv) > 0: // the context keeps the slice
+			ctx = fleet.AppendOutgoingMetadata(ctx, slices.Clone(pc.kv)...)
 		}
+		pc.reset()
+		carriers.Put(pc)
 		measure := t.clientDur.Enabled(ctx)
 		var start time.Duration
 		if measure {
@@ -423,15 +430,24 @@ func (c infoCarrier) Keys() []string {
 	return keys
 }
 
-// pairCarrier collects what a propagator injects as key, value pairs,
-// which fleet.AppendOutgoingMetadata then keeps as they are (no map). The
-// first pair fits in buf: the W3C propagators write
-// traceparent always, tracestate and baggage only when not empty, so most
-// calls need no second allocation (and a small buf keeps the carrier, which
-// escapes, in a small size class).
+// pairCarrier collects what a propagator injects as key, value pairs for
+// fleet.AppendOutgoingMetadata (no map). The carriers are reused through
+// carriers, as one passed to a propagator (an interface) would otherwise
+// be allocated on every call: the W3C propagators write traceparent
+// always, tracestate and baggage only when not empty, so most calls
+// inject one pair, which AppendOutgoingMetadata copies into the context;
+// more pairs are copied into a slice of their own first.
 type pairCarrier struct {
 	kv  []string
-	buf [2]string
+	buf [4]string
+}
+
+var carriers = sync.Pool{New: func() any { return new(pairCarrier) }}
+
+// reset empties c for reuse, keeping no strings alive.
+func (c *pairCarrier) reset() {
+	clear(c.buf[:])
+	c.kv = c.buf[:0]
 }
 
 func (c *pairCarrier) Get(key string) string {
