@@ -130,7 +130,7 @@ func TestGoroutinesReturnToBaseline(t *testing.T) {
 	// with handler goroutines idle in the server's bounded reuse pool
 	// (they end when the server stops: below).
 	goleak.VerifyNone(t, base, goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-		goleak.IgnoreTopFunction("github.com/fleetrpc/fleet/server.runTask"))
+		goleak.IgnoreTopFunction("github.com/fleetrpc/fleet/server.idleWait"))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
@@ -140,7 +140,7 @@ func TestGoroutinesReturnToBaseline(t *testing.T) {
 }
 
 // idleHandlers counts the handler goroutines waiting in the server's reuse
-// pool: parked in a channel receive with runTask on top of the stack.
+// pool: parked in a channel receive with idleWait on top of the stack.
 func idleHandlers() int {
 	buf := make([]byte, 8<<20)
 	buf = buf[:runtime.Stack(buf, true)]
@@ -148,7 +148,7 @@ func idleHandlers() int {
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		lines := strings.SplitN(g, "\n", 3)
 		if len(lines) >= 2 && strings.Contains(lines[0], "[chan receive") &&
-			strings.HasPrefix(lines[1], "github.com/fleetrpc/fleet/server.runTask(") {
+			strings.HasPrefix(lines[1], "github.com/fleetrpc/fleet/server.idleWait(") {
 			n++
 		}
 	}
