@@ -19,7 +19,6 @@ import (
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -317,30 +316,12 @@ func TestCallDurationMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	found := map[string]uint64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			h, ok := m.Data.(metricdata.Histogram[float64])
-			if !ok {
-				continue
-			}
-			if m.Unit != "s" {
-				t.Errorf("%s unit %q, want s", m.Name, m.Unit)
-			}
-			for _, dp := range h.DataPoints {
-				svc, _ := dp.Attributes.Value("rpc.service")
-				code, _ := dp.Attributes.Value("rpc.response.status_code")
-				sys, _ := dp.Attributes.Value("rpc.system")
-				if svc.AsString() == "M" && code.AsString() == "ok" && sys.AsString() == "fleet" {
-					found[m.Name] += dp.Count
-				}
-			}
-		}
-	}
+	found := durationCounts(t, reader, func(a attribute.Set) bool {
+		svc, _ := a.Value("rpc.service")
+		code, _ := a.Value("rpc.response.status_code")
+		sys, _ := a.Value("rpc.system")
+		return svc.AsString() == "M" && code.AsString() == "ok" && sys.AsString() == "fleet"
+	})
 	for _, name := range []string{"rpc.server.call.duration", "rpc.client.call.duration"} {
 		if found[name] != n {
 			t.Errorf("%s: %d samples, want %d", name, found[name], n)
@@ -397,22 +378,10 @@ func TestUnsampledCall(t *testing.T) {
 		t.Errorf("%d spans recorded, want 0", n)
 	}
 
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	counts := map[string]uint64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if h, ok := m.Data.(metricdata.Histogram[float64]); ok {
-				for _, dp := range h.DataPoints {
-					if code, _ := dp.Attributes.Value("rpc.response.status_code"); code.AsString() == "internal" {
-						counts[m.Name] += dp.Count
-					}
-				}
-			}
-		}
-	}
+	counts := durationCounts(t, reader, func(a attribute.Set) bool {
+		code, _ := a.Value("rpc.response.status_code")
+		return code.AsString() == "internal"
+	})
 	for _, name := range []string{"rpc.server.call.duration", "rpc.client.call.duration"} {
 		if counts[name] != 1 {
 			t.Errorf("%s: %d samples with code internal, want 1", name, counts[name])

@@ -2,6 +2,7 @@ package fleetotel_test
 
 import (
 	"context"
+	"go.opentelemetry.io/otel/attribute"
 	"sync"
 	"testing"
 
@@ -131,7 +132,7 @@ func TestParentBasedSampling(t *testing.T) {
 		t.Errorf("%d spans recorded, want 11 (4 sampled, 4 and 3 of the roots)", n)
 	}
 
-	counts := durationCounts(t, reader)
+	counts := durationCounts(t, reader, nil)
 	// Each call is two server calls (Front, Back); the client interceptor
 	// runs on all but the plain client's call.
 	if counts["rpc.server.call.duration"] != uint64(2*calls) || counts["rpc.client.call.duration"] != uint64(2*calls-1) {
@@ -166,11 +167,11 @@ func TestGlobalMeterProviderSetLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	reader := globalMeter()
-	before := durationCounts(t, reader)
+	before := durationCounts(t, reader, nil)
 	if err := c.Call(context.Background(), "G", "Do", &Req{}, &out); err != nil {
 		t.Fatal(err)
 	}
-	after := durationCounts(t, reader)
+	after := durationCounts(t, reader, nil)
 	for _, name := range []string{"rpc.server.call.duration", "rpc.client.call.duration"} {
 		if n := after[name] - before[name]; n != 1 {
 			t.Errorf("%s: %d samples of the call after the provider was set, want 1", name, n)
@@ -178,8 +179,10 @@ func TestGlobalMeterProviderSetLater(t *testing.T) {
 	}
 }
 
-// durationCounts returns the number of samples of each float64 histogram.
-func durationCounts(t *testing.T, reader *sdkmetric.ManualReader) map[string]uint64 {
+// durationCounts returns the number of samples of each float64
+// histogram (the call-duration metrics) in the data points keep accepts
+// (nil: all), and checks that each such histogram is in seconds.
+func durationCounts(t *testing.T, reader *sdkmetric.ManualReader, keep func(attribute.Set) bool) map[string]uint64 {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
@@ -188,8 +191,15 @@ func durationCounts(t *testing.T, reader *sdkmetric.ManualReader) map[string]uin
 	counts := map[string]uint64{}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			if h, ok := m.Data.(metricdata.Histogram[float64]); ok {
-				for _, dp := range h.DataPoints {
+			h, ok := m.Data.(metricdata.Histogram[float64])
+			if !ok {
+				continue
+			}
+			if m.Unit != "s" {
+				t.Errorf("%s unit %q, want s", m.Name, m.Unit)
+			}
+			for _, dp := range h.DataPoints {
+				if keep == nil || keep(dp.Attributes) {
 					counts[m.Name] += dp.Count
 				}
 			}
