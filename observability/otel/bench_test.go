@@ -31,16 +31,11 @@ func BenchmarkEcho(b *testing.B) {
 			var sopts []server.Option
 			var copts []client.Option
 			if tc.on {
-				tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()),
-					sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(tc.ratio))))
-				defer tp.Shutdown(context.Background())
-				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-				defer mp.Shutdown(context.Background())
-				opts := []fleetotel.Option{fleetotel.WithTracerProvider(tp), fleetotel.WithMeterProvider(mp)}
+				var opts []fleetotel.Option
 				if tc.pb {
 					opts = append(opts, fleetotel.WithParentBasedSampling())
 				}
-				tel := fleetotel.New(opts...)
+				tel := benchTelemetry(b, tc.ratio, true, opts...)
 				sopts, copts = append(sopts, tel.ServerOption()), append(copts, tel.ClientOption())
 			}
 			srv := server.New(sopts...)
@@ -64,4 +59,21 @@ func BenchmarkEcho(b *testing.B) {
 			})
 		})
 	}
+}
+
+// benchTelemetry returns the Telemetry of the benchmarks: the SDK tracer
+// sampling ParentBased(TraceIDRatioBased(ratio)), its spans batched to a
+// discarding exporter, and, with metrics, the SDK meter provider with a
+// manual reader; opts follow. The providers shut down when b ends.
+func benchTelemetry(b *testing.B, ratio float64, metrics bool, opts ...fleetotel.Option) *fleetotel.Telemetry {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))))
+	b.Cleanup(func() { tp.Shutdown(context.Background()) })
+	all := []fleetotel.Option{fleetotel.WithTracerProvider(tp)}
+	if metrics {
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		b.Cleanup(func() { mp.Shutdown(context.Background()) })
+		all = append(all, fleetotel.WithMeterProvider(mp))
+	}
+	return fleetotel.New(append(all, opts...)...)
 }
