@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"iter"
 	"net"
 	"sync/atomic"
 
@@ -222,7 +223,9 @@ func (ci *CallInfo) Metadata() Metadata {
 		return nil
 	}
 	m := make(Metadata, ci.wireN)
-	rangeWire(ci.wire, ci.wireN, func(k, v string) { m[k] = v })
+	for k, v := range wirePairs(ci.wire, ci.wireN) {
+		m[k] = v
+	}
 	if ci.md.CompareAndSwap(nil, &m) {
 		return m
 	}
@@ -239,11 +242,7 @@ func (ci *CallInfo) MetadataValue(key string) (string, bool) {
 	}
 	var v string
 	var ok bool
-	s := ci.wire
-	for i := 0; i < ci.wireN; i++ {
-		var k, val string
-		k, s = wireString(s)
-		val, s = wireString(s)
+	for k, val := range wirePairs(ci.wire, ci.wireN) {
 		if k == key {
 			v, ok = val, true
 		}
@@ -284,14 +283,17 @@ func (ci *CallInfo) SetWireMetadata(section string, n int) {
 	ci.wire, ci.wireN = section, n
 }
 
-// rangeWire calls fn for each of the n pairs of a validated metadata
-// section, in order.
-func rangeWire(s string, n int, fn func(k, v string)) {
-	for i := 0; i < n; i++ {
-		var k, v string
-		k, s = wireString(s)
-		v, s = wireString(s)
-		fn(k, v)
+// wirePairs yields the n pairs of a validated metadata section, in order.
+func wirePairs(s string, n int) iter.Seq2[string, string] {
+	return func(yield func(k, v string) bool) {
+		for i := 0; i < n; i++ {
+			var k, v string
+			k, s = wireString(s)
+			v, s = wireString(s)
+			if !yield(k, v) {
+				return
+			}
+		}
 	}
 }
 
