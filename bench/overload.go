@@ -201,8 +201,9 @@ func closedLoop(ctx context.Context, t *overloadTally, c *client.Client, callers
 // goroutine, counting into t, and waits for them all (each is bounded by
 // its deadline). It wakes every 200 µs (by the pacer: with time.Sleep it
 // woke about every 1.08 ms) and issues the calls then due, so arrivals
-// come one or two at a time rather than in bursts. The elapsed time returned runs until the last call ended,
-// so calls that queued past d count over the time they took.
+// come one or two at a time rather than in bursts. The elapsed time
+// returned runs until the last call ended, so calls that queued past d
+// count over the time they took.
 func openLoop(ctx context.Context, t *overloadTally, c *client.Client, rate float64, d time.Duration) time.Duration {
 	interval := time.Duration(float64(time.Second) / rate)
 	start := time.Now()
