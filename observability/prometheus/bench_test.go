@@ -56,8 +56,9 @@ func BenchmarkEcho(b *testing.B) {
 // alone, without a connection: each call runs the client interceptor,
 // whose invoker runs the server interceptor around a handler that does
 // nothing. It shows the metrics' own cost per call (two counters, the
-// in-flight gauge, the histogram with its native buckets and two clock
-// reads per side) apart from the scheduling and collections of
+// histogram with its native buckets and two clock reads per side; the
+// in-flight gauge is derived when scraped) apart from the scheduling and
+// collections of
 // BenchmarkEcho:
 //
 //	go test -run '^$' -bench Interceptors -cpu 1 -benchmem ./observability/prometheus/
