@@ -318,12 +318,7 @@ func (f *Frame) RangeMetadata(fn func(k, v []byte) bool) {
 // MetadataSection returns the frame's metadata section, copied into a new
 // string (one allocation; "" without metadata), and its number of pairs:
 // what fleet.CallInfo.SetWireMetadata takes.
-func (f *Frame) MetadataSection() (string, int) {
-	if f.mdCount == 0 {
-		return "", 0
-	}
-	return string(f.md), f.mdCount
-}
+func (f *Frame) MetadataSection() (string, int) { return f.MetadataSectionIn(nil) }
 
 // MetadataSize returns the length in bytes of the frame's metadata
 // section (0 without metadata).
