@@ -14,9 +14,10 @@ import (
 // whose invoker builds the request frame with protocol.BeginFrame (as
 // the client does), reads it back with protocol.Parse (as the server
 // does) and runs the server interceptor on its metadata around a handler
-// that does nothing; the times include that framing (about 50 ns). It isolates the CPU time and allocations the
-// interceptors add per call from the scheduling and collection effects
-// of BenchmarkEcho, and so varies less on a busy machine. Besides the
+// that does nothing; the times include that framing (about 50 ns). It
+// isolates the CPU time and allocations the interceptors add per call
+// from the scheduling and collection effects of BenchmarkEcho, and so
+// varies less on a busy machine. Besides the
 // interceptors' own, each call allocates its CallInfo (part of the call's
 // allocation in the server).
 //

@@ -334,14 +334,7 @@ func TestCallDurationMetrics(t *testing.T) {
 // the server, whose ParentBased sampler follows the caller's decision and
 // keeps the trace id, and still counts in the duration metrics.
 func TestUnsampledCall(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())))
-	defer tp.Shutdown(context.Background())
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer mp.Shutdown(context.Background())
-	tel := fleetotel.New(fleetotel.WithTracerProvider(tp), fleetotel.WithMeterProvider(mp))
+	rec, reader, tel := recordedTelemetry(t)
 
 	srv := server.New(tel.ServerOption())
 	type seen struct {

@@ -32,15 +32,7 @@ type HopRep struct {
 // caller without a span, a caller without the interceptor) to the
 // sampler. The duration metrics count every call.
 func TestParentBasedSampling(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())))
-	defer tp.Shutdown(context.Background())
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer mp.Shutdown(context.Background())
-	tel := fleetotel.New(fleetotel.WithTracerProvider(tp), fleetotel.WithMeterProvider(mp),
-		fleetotel.WithParentBasedSampling())
+	rec, reader, tel := recordedTelemetry(t, fleetotel.WithParentBasedSampling())
 
 	back := server.New(tel.ServerOption())
 	if err := back.RegisterFunction("Back", "Do", func(ctx context.Context, in *Req, out *HopRep) error {
@@ -206,4 +198,20 @@ func durationCounts(t *testing.T, reader *sdkmetric.ManualReader, keep func(attr
 		}
 	}
 	return counts
+}
+
+// recordedTelemetry returns a Telemetry whose tracer samples
+// ParentBased(AlwaysSample) into the returned recorder and whose meter
+// provider is read by the returned manual reader; opts follow. The
+// providers shut down when t ends.
+func recordedTelemetry(t *testing.T, opts ...fleetotel.Option) (*tracetest.SpanRecorder, *sdkmetric.ManualReader, *fleetotel.Telemetry) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())))
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { mp.Shutdown(context.Background()) })
+	all := []fleetotel.Option{fleetotel.WithTracerProvider(tp), fleetotel.WithMeterProvider(mp)}
+	return rec, reader, fleetotel.New(append(all, opts...)...)
 }
