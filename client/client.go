@@ -349,17 +349,27 @@ func (c *Client) send(ctx context.Context, call *Call, service, method string, a
 	} else {
 		err = fleet.Errorf(fleet.InvalidArgument, "encode arguments: %v: %w", err, ErrNotSent)
 	}
+	alone := false // the connection's only pending call
 	if err == nil && call != nil {
 		c.mu.Lock()
 		if c.err != nil {
 			err = notSent(c.err)
 		} else {
 			c.pending[h.Seq] = call
+			alone = len(c.pending) == 1
 		}
 		c.mu.Unlock()
 	}
 	if err == nil {
-		if werr := c.w.Write(buf); werr != nil {
+		// The connection's only call writes its request itself when the
+		// writer is idle (one hand-off less, as a lone caller waits for
+		// the reply anyway); with more calls pending the writer goroutine
+		// coalesces their requests into fewer syscalls.
+		write := c.w.Write
+		if alone {
+			write = c.w.WriteNow
+		}
+		if werr := write(buf); werr != nil {
 			if call != nil && !c.remove(h.Seq) && call.sync {
 				// fail took the call off the table and is completing
 				// it: wait for that, so that the caller does not reuse

@@ -26,6 +26,7 @@ type Writer struct {
 	spare   []byte
 	err     error
 	closing bool // flush what is queued, then stop
+	writers int  // write syscalls in progress (Run's and WriteNow's)
 	urgent  bool // a WriteUrgent frame is queued: write without yielding first
 
 	wake chan struct{}
@@ -78,6 +79,46 @@ func (w *Writer) Write(frame []byte) error {
 	return nil
 }
 
+// WriteNow is Write, except that when nothing is queued and no write is
+// in progress it writes frame to the connection itself, on the calling
+// goroutine, instead of handing it to Run: one goroutine hand-off less per
+// frame on a connection that is not busy (one call at a time). Frames
+// that arrive meanwhile are queued and written by Run. It blocks for the
+// syscall (bounded by the write timeout), so it is for goroutines that may
+// wait on the peer: a caller, a handler; never a connection's reading
+// goroutine, which must keep reading while the peer cannot.
+func (w *Writer) WriteNow(frame []byte) error {
+	w.mu.Lock()
+	if len(w.buf) > 0 || w.writers > 0 || w.err != nil || w.urgent {
+		w.mu.Unlock()
+		return w.Write(frame)
+	}
+	w.writers++
+	w.mu.Unlock()
+	err := w.write(frame)
+	w.mu.Lock()
+	w.writers--
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	more := len(w.buf) > 0 || w.closing || w.err != nil
+	w.room.Broadcast()
+	w.mu.Unlock()
+	if more {
+		w.kick() // Run writes what queued meanwhile, or stops
+	}
+	return err
+}
+
+// write makes one write syscall of b, under the write timeout.
+func (w *Writer) write(b []byte) error {
+	if w.writeTimeout > 0 {
+		_ = w.conn.SetWriteDeadline(time.Now().Add(w.writeTimeout))
+	}
+	_, err := w.conn.Write(b)
+	return err
+}
+
 // WriteUrgent queues a copy of frame as Write does, and has the next
 // write go out without first yielding to other goroutines (see Run). For
 // frames the peer waits for, such as window updates: a caller that then
@@ -126,12 +167,16 @@ func (w *Writer) Run(tick time.Duration, onTick func()) error {
 			return w.err
 		}
 		w.room.Broadcast()
+		if len(b) > 0 {
+			w.writers++
+		}
 		w.mu.Unlock()
 		if len(b) > 0 {
-			if w.writeTimeout > 0 {
-				_ = w.conn.SetWriteDeadline(time.Now().Add(w.writeTimeout))
-			}
-			if _, err := w.conn.Write(b); err != nil {
+			err := w.write(b)
+			w.mu.Lock()
+			w.writers--
+			w.mu.Unlock()
+			if err != nil {
 				w.fail(err)
 				return err
 			}
@@ -146,11 +191,14 @@ func (w *Writer) Run(tick time.Duration, onTick func()) error {
 		if closing {
 			w.mu.Lock()
 			empty := len(w.buf) == 0
+			waiting := w.writers > 0 // a WriteNow in progress kicks when done
 			w.mu.Unlock()
-			if empty {
+			if empty && !waiting {
 				return w.err
 			}
-			w.kick()
+			if !waiting {
+				w.kick()
+			}
 		}
 	}
 }

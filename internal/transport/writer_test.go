@@ -171,3 +171,154 @@ func TestWriteUrgentInOrder(t *testing.T) {
 	}
 	<-done
 }
+
+// TestWriteNowWritesItself: on an idle writer WriteNow makes the write on
+// the calling goroutine (Run is not even started); once frames are
+// queued, WriteNow queues behind them, and Run writes them all in order.
+func TestWriteNowWritesItself(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	w := transport.NewWriter(a, 0, 0)
+	got := make(chan []byte, 3)
+	go func() {
+		for {
+			buf := make([]byte, 2)
+			if _, err := io.ReadFull(b, buf); err != nil {
+				close(got)
+				return
+			}
+			got <- buf
+		}
+	}()
+	if err := w.WriteNow([]byte("n1")); err != nil {
+		t.Fatal(err)
+	}
+	// net.Pipe delivers only to a reader: the frame was written by the
+	// time WriteNow returned, with no Run to write it.
+	if f := <-got; string(f) != "n1" {
+		t.Fatalf("first frame %q", f)
+	}
+	if err := w.Write([]byte("q2")); err != nil { // queued: no Run yet
+		t.Fatal(err)
+	}
+	if err := w.WriteNow([]byte("n3")); err != nil { // behind q2
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(0, nil) }()
+	for _, want := range []string{"q2", "n3"} {
+		if f := <-got; string(f) != want {
+			t.Fatalf("frame %q, want %q", f, want)
+		}
+	}
+	w.Fail(errors.New("done"))
+	a.Close()
+	<-done
+}
+
+// TestWriteNowMixedArriveWholeInOrder: goroutines writing with WriteNow
+// and with Write at once: every frame arrives whole, none is lost, and
+// each goroutine's frames arrive in the order it wrote them.
+func TestWriteNowMixedArriveWholeInOrder(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	w := transport.NewWriter(a, 0, 0)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(0, nil) }()
+	const writers, each = 8, 300
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			write := w.Write
+			if g%2 == 0 {
+				write = w.WriteNow
+			}
+			for i := range each {
+				// length 8+g, writer g, sequence i, then g filler bytes
+				frame := make([]byte, 4+8+g)
+				binary.BigEndian.PutUint32(frame, uint32(8+g))
+				binary.BigEndian.PutUint32(frame[4:], uint32(g))
+				binary.BigEndian.PutUint32(frame[8:], uint32(i))
+				for k := 12; k < len(frame); k++ {
+					frame[k] = byte(g)
+				}
+				if err := write(frame); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	next := make([]int, writers)
+	var hdr [4]byte
+	for n := 0; n < writers*each; n++ {
+		if _, err := io.ReadFull(b, hdr[:]); err != nil {
+			t.Fatal(err)
+		}
+		body := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+		if _, err := io.ReadFull(b, body); err != nil {
+			t.Fatal(err)
+		}
+		g, i := int(binary.BigEndian.Uint32(body)), int(binary.BigEndian.Uint32(body[4:]))
+		if g >= writers || len(body) != 8+g || !bytes.Equal(body[8:], bytes.Repeat([]byte{byte(g)}, g)) {
+			t.Fatalf("frame %d corrupted: % x", n, body)
+		}
+		if i != next[g] {
+			t.Fatalf("writer %d: frame %d arrived, want %d", g, i, next[g])
+		}
+		next[g]++
+	}
+	wg.Wait()
+	w.Fail(errors.New("done"))
+	a.Close()
+	<-done
+}
+
+// TestCloseAndFlushWaitsForWriteNow: Run does not end a closing writer
+// while a WriteNow is still writing, so the caller that closes the
+// connection after Done cannot cut that frame.
+func TestCloseAndFlushWaitsForWriteNow(t *testing.T) {
+	for range 20 {
+		a, b := net.Pipe()
+		w := transport.NewWriter(a, 0, 0)
+		go w.Run(0, nil)
+		var wrote sync.WaitGroup
+		wrote.Add(1)
+		var nowErr error
+		returned := make(chan struct{})
+		go func() {
+			defer close(returned)
+			wrote.Done()
+			nowErr = w.WriteNow([]byte("now!"))
+		}()
+		wrote.Wait()
+		flushed := make(chan bool, 1)
+		go func() { flushed <- w.CloseAndFlush(errors.New("closed"), 5*time.Second) }()
+		// The peer reads only now: until then a WriteNow that began
+		// blocks in the pipe's Write.
+		got := make(chan []byte, 1)
+		go func() { data, _ := io.ReadAll(b); got <- data }()
+		<-w.Done()
+		if !<-flushed {
+			t.Fatal("flush did not finish")
+		}
+		// Close the connection once Run is done, as the client and the
+		// server do: a WriteNow still in its write would be cut and fail
+		// with the pipe's error rather than the writer's.
+		a.Close()
+		<-returned
+		data := <-got
+		if nowErr != nil && nowErr.Error() != "closed" {
+			t.Fatalf("WriteNow was cut: %v", nowErr)
+		}
+		if nowErr == nil && string(data) != "now!" {
+			t.Fatalf("WriteNow succeeded but the peer got %q", data)
+		}
+		if nowErr != nil && len(data) != 0 {
+			t.Fatalf("WriteNow failed (%v) but the peer got %q", nowErr, data)
+		}
+		b.Close()
+	}
+}
