@@ -555,14 +555,33 @@ func (l *adaptiveLimiter) shedAnswer() (fleet.Metadata, error) {
 	return l.retryAfterMD(), fleet.Errorf(fleet.ResourceExhausted, "server overloaded: adaptive concurrency limit of %d calls reached", limit)
 }
 
+// waitCancel registers the channel that a cancel frame for seq closes
+// while the call waits in the backlog, or returns nil when the client
+// cannot cancel. The read loop registers it before it reads the next
+// frame, so that a cancel frame right behind the request is not lost.
+func (c *conn) waitCancel(seq uint64) chan struct{} {
+	if !c.cancellable() {
+		return nil
+	}
+	cancel := make(chan struct{})
+	c.ext.mu.Lock()
+	if c.ext.waiting == nil {
+		c.ext.waiting = make(map[uint64]chan struct{})
+	}
+	c.ext.waiting[seq] = cancel
+	c.ext.mu.Unlock()
+	return cancel
+}
+
 // awaitAdaptive waits, on the call's own goroutine, for the slot of the
 // call f queued in the limit's backlog as w: at most wait, and never past
 // the call's deadline. It returns held once granted a slot (f.Timeout then
 // counts down the time waited); else the call's answer: ResourceExhausted
 // with the retry-after metadata when the wait bound passed, DeadlineExceeded
 // when the call's deadline did, Canceled on the client's cancel frame,
-// ShuttingDown on Shutdown, errClosed when the connection ended.
-func (c *conn) awaitAdaptive(f *protocol.Frame, w *admitWaiter, wait time.Duration) (held bool, md fleet.Metadata, err error) {
+// ShuttingDown on Shutdown, errClosed when the connection ended. cancel is
+// the call's channel from waitCancel (nil when the client cannot cancel).
+func (c *conn) awaitAdaptive(f *protocol.Frame, w *admitWaiter, wait time.Duration, cancel chan struct{}) (held bool, md fleet.Metadata, err error) {
 	l := c.s.adaptive
 	start := time.Now()
 	bound, byDeadline := wait, false
@@ -571,15 +590,7 @@ func (c *conn) awaitAdaptive(f *protocol.Frame, w *admitWaiter, wait time.Durati
 			bound, byDeadline = dl, true
 		}
 	}
-	var cancel chan struct{}
-	if c.cancellable() {
-		cancel = make(chan struct{})
-		c.ext.mu.Lock()
-		if c.ext.waiting == nil {
-			c.ext.waiting = make(map[uint64]chan struct{})
-		}
-		c.ext.waiting[f.Seq] = cancel
-		c.ext.mu.Unlock()
+	if cancel != nil {
 		defer func() {
 			c.ext.mu.Lock()
 			if c.ext.waiting[f.Seq] == cancel {

@@ -223,9 +223,10 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 // call or refuses it. The wait counts as in flight for Shutdown.
 func (c *conn) queue(f protocol.Frame, buf *[]byte, cctx *callCtx, m *methodType, w *admitWaiter, wait time.Duration) {
 	c.s.inflight.Add(1)
+	cancel := c.waitCancel(f.Seq)
 	go func() {
 		defer c.s.inflight.Add(-1)
-		held, md, err := c.awaitAdaptive(&f, w, wait)
+		held, md, err := c.awaitAdaptive(&f, w, wait, cancel)
 		if err != nil {
 			c.refuseCall(&f, buf, cctx, false, err, md)
 			return
