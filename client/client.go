@@ -363,10 +363,12 @@ func (c *Client) send(ctx context.Context, call *Call, service, method string, a
 	if err == nil {
 		// The connection's only call writes its request itself when the
 		// writer is idle (one hand-off less, as a lone caller waits for
-		// the reply anyway); with more calls pending the writer goroutine
-		// coalesces their requests into fewer syscalls.
+		// the reply anyway), and tells the server so (FlagSole); with more
+		// calls pending the writer goroutine coalesces their requests into
+		// fewer syscalls.
 		write := c.w.Write
 		if alone {
+			protocol.SetFlags(buf, start, protocol.FlagSole)
 			write = c.w.WriteNow
 		}
 		if werr := write(buf); werr != nil {

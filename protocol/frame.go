@@ -45,6 +45,12 @@ type Flags byte
 const (
 	FlagOneway     Flags = 1 << 0 // request expects no response
 	FlagCompressed Flags = 1 << 1 // payload is compressed with the header's Compression
+	// FlagSole on a request: when the caller sent it, it was the only call
+	// the caller had outstanding on the connection (a serial caller). A
+	// hint that a peer may ignore: a server runs such a call on its
+	// reading goroutine when nothing else runs, and writes the response
+	// without waiting to coalesce it with others.
+	FlagSole Flags = 1 << 4
 )
 
 // Header is a frame's fixed header.

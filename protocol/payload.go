@@ -26,6 +26,12 @@ func SetCompressed(buf []byte, start int, id compress.ID) {
 	buf[start+offCompression] = byte(id)
 }
 
+// SetFlags sets flag bits in the header of the encoded frame that starts
+// at start in buf, in place.
+func SetFlags(buf []byte, start int, f Flags) {
+	buf[start+offFlags] |= byte(f)
+}
+
 // CompressPayload compresses the payload of the frame being built in buf:
 // the frame starts at start (as BeginFrame returned) and its payload is
 // buf[payload:]. When the compressed form is smaller it replaces the

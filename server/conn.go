@@ -37,8 +37,17 @@ type conn struct {
 	drained chan struct{} // signalled when a handler finishes (held and active drop)
 	authed  atomic.Bool   // a call passed the auth check (always false without auth)
 	reading int64         // server budget reserved for the frame being read; read loop only
-	more    atomic.Bool   // the read loop holds bytes of more frames than it has dispatched
-	ext     connExt       // revision 2: capabilities, cancel, streams (evolution.go)
+	onEnd   func()        // after the connection ends: stop the auth deadline, leave the admission count
+	ended   chan struct{} // closed once the connection has ended (serveReads)
+
+	// Calls run on the read loop (runInline): inline is the number of
+	// such runs << 2 | the last one's state (inlineIdle, inlineRunning,
+	// inlineHanded).
+	inline     atomic.Uint64
+	inlineRuns uint64  // read loop only
+	inlineReg  bool    // read loop only: in s.inlineConns
+	inlineSeen uint64  // inlineMonitor only: inline at its last tick
+	ext        connExt // revision 2: capabilities, cancel, streams (evolution.go)
 }
 
 // task is one request handed to a handler goroutine or worker.
@@ -58,7 +67,12 @@ func (s *Server) serveConn(nc net.Conn) {
 	if !ok {
 		return
 	}
-	defer s.leave(ip)
+	reading := false // serveReads took over the end of the connection
+	defer func() {
+		if !reading {
+			s.leave(ip)
+		}
+	}()
 	for _, h := range s.hooks.accept {
 		var ok bool
 		if nc, ok = h.OnConnAccept(nc); !ok {
@@ -86,19 +100,50 @@ func (s *Server) serveConn(nc net.Conn) {
 			c.nc.Close() // unblocks the read loop
 		}
 	}()
-	if stop := c.authDeadline(); stop != nil {
-		defer stop()
+	stopAuth := c.authDeadline()
+	c.onEnd = func() {
+		if stopAuth != nil {
+			stopAuth()
+		}
+		s.leave(ip)
 	}
-	c.readLoop()
-	c.close(false)
-	c.r.Close()
+	c.ended = make(chan struct{})
+	reading = true
+	if c.serveReads() {
+		<-c.ended // ServeConn returns when the connection has ended
+	}
 }
 
-func (c *conn) readLoop() {
+// serveReads runs the read loop and then ends the connection, unless the
+// loop handed reading over to another goroutine (see runInline), which
+// then does both; it reports whether it did.
+func (c *conn) serveReads() (handedOff bool) {
+	if c.readLoop() {
+		return true
+	}
+	if c.inlineReg {
+		c.s.unregisterInline(c)
+	}
+	c.close(false)
+	c.r.Close()
+	c.onEnd()
+	close(c.ended)
+	return false
+}
+
+// readLoop reads the connection's frames and acts on them until reading
+// fails or the connection ends. It reports true when it handed reading
+// over to another goroutine instead: a call it ran inline took too long
+// (runInline).
+func (c *conn) readLoop() (handedOff bool) {
 	s := c.s
 	idle := s.opts.idleTimeout
 	var deadlineSet time.Time
-	defer c.dropReading()
+	defer func() {
+		if !handedOff {
+			c.dropReading()
+		}
+	}()
 	for {
 		c.dropReading() // of the last frame, whatever it was
 		for _, h := range s.hooks.preRead {
@@ -119,9 +164,6 @@ func (c *conn) readLoop() {
 			return
 		}
 		f, buf, err := c.readFrame(&deadlineSet)
-		if more := c.r.Buffered() > 0; more != c.more.Load() {
-			c.more.Store(more)
-		}
 		if err != nil {
 			if fleet.CodeOf(err) != fleet.Unknown {
 				s.opts.logger.Debug("fleet server: closing connection", "remote", c.remote, "err", err)
@@ -131,7 +173,9 @@ func (c *conn) readLoop() {
 		}
 		switch f.Type {
 		case protocol.TypeRequest:
-			c.dispatch(f, buf)
+			if !c.dispatch(f, buf) {
+				return true
+			}
 		case protocol.TypePing:
 			if s.opts.auth != nil && !c.authed.Load() {
 				// Heartbeats do not keep an unauthenticated peer around
@@ -161,7 +205,10 @@ func (c *conn) readLoop() {
 // handler once its cost fits in the memory budgets. With auth configured
 // the token is checked before anything else about the request is looked
 // at.
-func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
+//
+// It runs on the read loop and reports false when the read loop is no
+// longer this goroutine's (runInline).
+func (c *conn) dispatch(f protocol.Frame, buf *[]byte) (reader bool) {
 	s := c.s
 	c.noteSeq(f.Seq)
 	oneway := f.Flags&protocol.FlagOneway != 0
@@ -170,52 +217,52 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) {
 	refuse := func(err error) { c.refuseCall(&f, buf, cctx, oneway, err, refuseMD) }
 	if s.shutdown.Load() {
 		refuse(errShuttingDown)
-		return
+		return true
 	}
 	if s.opts.auth != nil {
 		cctx = c.newCallCtx(&f, string(f.Service), string(f.Method))
 		if aerr := s.opts.auth(cctx, &cctx.info, authToken(&cctx.info)); aerr != nil {
 			refuse(asCode(aerr, fleet.Unauthenticated))
-			return
+			return true
 		}
 		c.authed.Store(true)
 	}
 	var m *methodType
 	if svc := (*s.services.Load())[string(f.Service)]; svc == nil {
 		refuse(unknown(f.Service, f.Method, false))
-		return
+		return true
 	} else if m = svc.methods[string(f.Method)]; m == nil {
 		refuse(unknown(f.Service, f.Method, true))
-		return
+		return true
 	}
 	if max := s.opts.maxPerConn; max > 0 && c.active.Load() >= int64(max) {
 		if !oneway {
 			refuse(fleet.Errorf(fleet.ResourceExhausted, "more than %d concurrent calls on one connection", max))
-			return
+			return true
 		}
 		// A oneway send cannot be refused visibly: wait for a slot
 		// (the connection is not read meanwhile).
 		if !c.waitSlot(int64(max)) {
 			refuse(errClosed)
-			return
+			return true
 		}
 	}
 	if md, rerr := c.admitRate(m, oneway); rerr != nil {
 		refuseMD = md
 		refuse(rerr)
-		return
+		return true
 	}
 	held, w, wait, md, lerr := c.admitAdaptive(oneway)
 	if lerr != nil {
 		refuseMD = md
 		refuse(lerr)
-		return
+		return true
 	}
 	if w != nil {
 		c.queue(f, buf, cctx, m, w, wait)
-		return
+		return true
 	}
-	c.start(f, buf, cctx, m, oneway, held)
+	return c.start(f, buf, cctx, m, oneway, held, true)
 }
 
 // queue waits, on a goroutine of its own (never the read loop), for the
@@ -231,7 +278,7 @@ func (c *conn) queue(f protocol.Frame, buf *[]byte, cctx *callCtx, m *methodType
 			c.refuseCall(&f, buf, cctx, false, err, md)
 			return
 		}
-		c.start(f, buf, cctx, m, false, held)
+		c.start(f, buf, cctx, m, false, held, false)
 	}()
 }
 
@@ -259,8 +306,12 @@ func (c *conn) refuseCall(f *protocol.Frame, buf *[]byte, cctx *callCtx, oneway 
 }
 
 // start hands an admitted call to a handler goroutine, once its cost fits
-// in the memory budgets; held: it holds an adaptive-limit slot.
-func (c *conn) start(f protocol.Frame, buf *[]byte, cctx *callCtx, m *methodType, oneway, held bool) {
+// in the memory budgets; held: it holds an adaptive-limit slot. From the
+// read loop (fromReader), a serial caller's call (FlagSole) that is the
+// connection's only one, with no further frame read, runs on the read
+// loop itself (runInline); start then reports whether the read loop is
+// still this goroutine's. It reports true otherwise.
+func (c *conn) start(f protocol.Frame, buf *[]byte, cctx *callCtx, m *methodType, oneway, held, fromReader bool) bool {
 	s := c.s
 	refuse := func(err error) { c.refuseCall(&f, buf, cctx, oneway, err, nil) }
 	var lim time.Time
@@ -272,13 +323,13 @@ func (c *conn) start(f protocol.Frame, buf *[]byte, cctx *callCtx, m *methodType
 	if err != nil {
 		c.dropAdaptive(lim)
 		refuse(err)
-		return
+		return true
 	}
 	cost += int64(room)
 	if !c.waitRoom(cost) {
 		c.dropAdaptive(lim)
 		refuse(errClosed)
-		return
+		return true
 	}
 	if cctx != nil {
 		cctx.info.Service, cctx.info.Method = m.service, m.name
@@ -301,9 +352,14 @@ func (c *conn) start(f protocol.Frame, buf *[]byte, cctx *callCtx, m *methodType
 				cctx.end()
 			}
 		}
-		return
+		return true
 	}
-	s.handoff(task{c: c, m: m, f: f, buf: buf, cost: cost, room: room, cctx: cctx, lim: lim})
+	t := task{c: c, m: m, f: f, buf: buf, cost: cost, room: room, cctx: cctx, lim: lim}
+	if fromReader && f.Flags&protocol.FlagSole != 0 && c.active.Load() == 1 && c.r.Buffered() == 0 {
+		return c.runInline(t)
+	}
+	s.handoff(t)
+	return true
 }
 
 func (s *Server) worker() {
@@ -467,11 +523,11 @@ func (t *task) run() {
 	if oneway {
 		return
 	}
-	// The connection's only call, with no further request read yet,
-	// writes its response itself when the writer is idle (one hand-off
-	// less); with more calls running or arriving the writer goroutine
-	// coalesces their responses into fewer syscalls.
-	alone := c.active.Load() == 1 && !c.more.Load()
+	// A serial caller's call (FlagSole) that is the connection's only
+	// one writes its response itself when the writer is idle (one
+	// hand-off less); other responses go to the writer goroutine, which
+	// coalesces them into fewer syscalls.
+	alone := f.Flags&protocol.FlagSole != 0 && c.active.Load() == 1
 	werr := c.respond(seq, cdID, compID, reply, err, cctx.info.ResponseMetadata, &m.replyHint, alone)
 	for _, h := range s.hooks.postWrite {
 		h.PostWriteResponse(ctx, &cctx.info, werr)

@@ -51,6 +51,10 @@ type Server struct {
 	idleN    atomic.Int64 // handler goroutines waiting on idle
 	stopped  chan struct{}
 	stopOnce sync.Once
+
+	inlineMu    sync.Mutex         // guards inlineConns
+	inlineConns map[*conn]struct{} // connections that ran a call on their read loop (runInline)
+	inlineMon   atomic.Bool        // inlineMonitor is running
 }
 
 // New returns a Server configured by opts.
