@@ -40,12 +40,10 @@ type conn struct {
 	onEnd   func()        // after the connection ends: stop the auth deadline, leave the admission count
 	ended   chan struct{} // closed once the connection has ended (serveReads)
 
-	// Calls run on the read loop (runInline): inline is the number of
-	// such runs << 2 | the last one's state (inlineIdle, inlineRunning,
-	// inlineHanded).
+	// Calls run on the read loop (runInline); see inline.go for the
+	// layout of inline.
 	inline     atomic.Uint64
 	inlineRuns uint64  // read loop only
-	inlineReg  bool    // read loop only: in s.inlineConns
 	inlineSeen uint64  // inlineMonitor only: inline at its last tick
 	ext        connExt // revision 2: capabilities, cancel, streams (evolution.go)
 }
@@ -121,7 +119,7 @@ func (c *conn) serveReads() (handedOff bool) {
 	if c.readLoop() {
 		return true
 	}
-	if c.inlineReg {
+	if c.inlineRuns > 0 {
 		c.s.unregisterInline(c)
 	}
 	c.close(false)

@@ -2,12 +2,19 @@ package server
 
 import "time"
 
-// The states of a call run on the read loop, in the low two bits of
-// conn.inline.
+// conn.inline is one word that the read loop and inlineMonitor share:
+// the number of calls the read loop ran inline << 3, inlineReg when the
+// connection is in Server.inlineConns, and the state of the last such
+// call in the low two bits.
 const (
 	inlineIdle    = 0 // the read loop reads
 	inlineRunning = 1 // the read loop runs a call
 	inlineHanded  = 2 // the call ran too long: another goroutine reads
+	inlineState   = 3 // mask of the state bits
+
+	inlineReg = 4 // in Server.inlineConns
+
+	inlineRunShift = 3
 )
 
 // inlineTick is the period of inlineMonitor. A call runs on its read loop
@@ -19,13 +26,15 @@ const inlineTick = time.Millisecond
 // the connection's only one, with no further frame read, on the read loop
 // itself. This saves the hand-off to a handler goroutine, which costs a
 // wake-up, often of another thread, per call. Calls of a connection with
-// many callers never carry the flag: their read loop only reads, and
-// their handlers run side by side on handler goroutines. So that a slow handler does not stop
-// the connection's reading (cancel frames, pings, further calls), the
-// server's inlineMonitor starts a new goroutine on the read loop when the
-// call still runs one to two inlineTicks later. It reports whether this
-// goroutine still owns the read loop; when not, the caller returns without
-// touching the loop's state.
+// many callers never carry the flag: their read loop only reads, and their
+// handlers run side by side on handler goroutines.
+//
+// So that a slow handler does not stop the connection's reading (cancel
+// frames, pings, further calls), the server's inlineMonitor starts a new
+// goroutine on the read loop when the call still runs one to two
+// inlineTicks later. runInline reports whether this goroutine still owns
+// the read loop; when not, the caller returns without touching the loop's
+// state.
 //
 // No timer is set per call: resetting one would wake the runtime's network
 // poller on an idle processor at every call, a context switch as costly as
@@ -33,27 +42,30 @@ const inlineTick = time.Millisecond
 func (c *conn) runInline(t task) bool {
 	s := c.s
 	c.inlineRuns++
-	v := c.inlineRuns<<2 | inlineRunning
-	c.inline.Store(v)
-	if !c.inlineReg {
-		c.inlineReg = true
+	v := c.inlineRuns<<inlineRunShift | inlineReg | inlineRunning
+	// The monitor may drop an idle connection from its set at any time
+	// (clearing inlineReg with a compare-and-swap under inlineMu): either
+	// this swap wins and the connection stays in the set, or it fails and
+	// the connection is put back, under the lock.
+	if old := c.inline.Load(); old&inlineReg == 0 || !c.inline.CompareAndSwap(old, v) {
 		s.inlineMu.Lock()
 		if s.inlineConns == nil {
 			s.inlineConns = map[*conn]struct{}{}
 		}
 		s.inlineConns[c] = struct{}{}
+		c.inline.Store(v)
 		s.inlineMu.Unlock()
 	}
-	// After the store above: either this sees the monitor stopped and
-	// starts one, or the stopping monitor's last scan sees the run.
+	// After the swap or store above: either this sees the monitor stopped
+	// and starts one, or the stopping monitor's last scan sees the run.
 	if !s.inlineMon.Load() && s.inlineMon.CompareAndSwap(false, true) {
 		go s.inlineMonitor()
 	}
 	t.run()
-	return c.inline.CompareAndSwap(v, v&^3|inlineIdle)
+	return c.inline.CompareAndSwap(v, v&^inlineState|inlineIdle)
 }
 
-// unregisterInline forgets an ended connection.
+// unregisterInline forgets an ended connection that ran calls inline.
 func (s *Server) unregisterInline(c *conn) {
 	s.inlineMu.Lock()
 	delete(s.inlineConns, c)
@@ -92,26 +104,34 @@ func (s *Server) inlineMonitor() {
 	}
 }
 
-// scanInline looks at each registered connection's inline runs: a run
-// already seen running at the last scan has run for at least a tick, and
-// its read loop is handed to a new goroutine. Exactly one of this
-// compare-and-swap and the one ending runInline wins, so the loop has one
-// owner at a time. It reports whether any connection ran a call inline
-// since the last scan or runs one now.
+// scanInline looks at each connection in the set:
+//   - a call already seen running at the last scan has run for at least a
+//     tick: its read loop is handed to a new goroutine (exactly one of this
+//     compare-and-swap and the one ending runInline wins, so the loop has
+//     one owner at a time);
+//   - a connection that ran no call inline since the last scan leaves the
+//     set, so the scan's cost follows the connections with serial callers
+//     now, not all those that ever had one.
+//
+// It reports whether any connection ran a call inline since the last scan
+// or runs one now.
 func (s *Server) scanInline() (active bool) {
 	s.inlineMu.Lock()
 	defer s.inlineMu.Unlock()
 	for c := range s.inlineConns {
 		v := c.inline.Load()
-		if v != c.inlineSeen {
+		switch {
+		case v != c.inlineSeen:
 			c.inlineSeen = v
 			active = true
-			continue
-		}
-		if v&3 == inlineRunning {
+		case v&inlineState == inlineRunning:
 			active = true
-			if c.inline.CompareAndSwap(v, v&^3|inlineHanded) {
+			if c.inline.CompareAndSwap(v, v&^inlineState|inlineHanded) {
 				go func() { _ = c.serveReads() }()
+			}
+		default: // unchanged and not running
+			if c.inline.CompareAndSwap(v, v&^inlineReg) {
+				delete(s.inlineConns, c)
 			}
 		}
 	}
