@@ -177,7 +177,11 @@ var callPool = sync.Pool{New: func() any { return &Call{sync: true, wake: make(c
 // decodes into reply (a pointer, or nil to discard it). ctx's deadline is
 // sent to the server and bounds the wait: at the deadline Call returns
 // DeadlineExceeded even if the server never answers; cancelling ctx
-// returns Canceled at once. Request metadata comes from
+// returns Canceled at once. (Writing the request comes first: when the
+// server has stopped reading the connection and the buffers between are
+// full, Call waits for room, at most the write timeout; the connection's
+// only call writes its request itself, other calls queue it, up to 4 MiB
+// queued per connection.) Request metadata comes from
 // fleet.WithOutgoingMetadata; response metadata goes to
 // fleet.WithResponseMetadata. Errors are *fleet.Error values: the
 // server's code and message, or Unavailable for connection failures.

@@ -79,17 +79,25 @@ func (w *Writer) Write(frame []byte) error {
 	return nil
 }
 
+// DirectMax is the largest frame, in bytes, that WriteNow writes itself:
+// 64 KiB, which a socket with room takes at once. Larger frames are
+// queued, so that their caller does not wait in the syscall for a slow
+// peer or link (a queued frame's caller can give up at its deadline).
+const DirectMax = 64 << 10
+
 // WriteNow is Write, except that when nothing is queued and no write is
-// in progress it writes frame to the connection itself, on the calling
-// goroutine, instead of handing it to Run: one goroutine hand-off less per
-// frame on a connection that is not busy (one call at a time). Frames
-// that arrive meanwhile are queued and written by Run. It blocks for the
-// syscall (bounded by the write timeout), so it is for goroutines that may
-// wait on the peer: a caller, a handler; never a connection's reading
-// goroutine, which must keep reading while the peer cannot.
+// in progress it writes frame (at most DirectMax bytes) to the connection
+// itself, on the calling goroutine, instead of handing it to Run: one
+// goroutine hand-off less per frame on a connection that is not busy (one
+// call at a time). Frames that arrive meanwhile are queued and written by
+// Run. It blocks for the syscall, which waits only when the peer has
+// stopped reading and the socket buffers are full (bounded by the write
+// timeout), so it is for goroutines that may wait on the peer: a caller, a
+// handler; never a connection's reading goroutine, which must keep reading
+// while the peer cannot.
 func (w *Writer) WriteNow(frame []byte) error {
 	w.mu.Lock()
-	if len(w.buf) > 0 || w.writers > 0 || w.err != nil || w.urgent {
+	if len(frame) > DirectMax || len(w.buf) > 0 || w.writers > 0 || w.err != nil || w.urgent {
 		w.mu.Unlock()
 		return w.Write(frame)
 	}

@@ -322,3 +322,32 @@ func TestCloseAndFlushWaitsForWriteNow(t *testing.T) {
 		b.Close()
 	}
 }
+
+// TestWriteNowQueuesLargeFrames: a frame over DirectMax is queued even on
+// an idle writer, so without Run it is not written.
+func TestWriteNowQueuesLargeFrames(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	w := transport.NewWriter(a, 0, 0)
+	big := bytes.Repeat([]byte{7}, transport.DirectMax+1)
+	if err := w.WriteNow(big); err != nil { // returns at once: queued
+		t.Fatal(err)
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		buf := make([]byte, len(big))
+		_, err := io.ReadFull(b, buf)
+		if err != nil {
+			buf = nil
+		}
+		got <- buf
+	}()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(0, nil) }()
+	if data := <-got; !bytes.Equal(data, big) {
+		t.Fatalf("peer got %d bytes, want the frame of %d", len(data), len(big))
+	}
+	w.Fail(errors.New("done"))
+	a.Close()
+	<-done
+}
