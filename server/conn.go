@@ -21,24 +21,23 @@ import (
 // conn is one served connection: a read loop on the serving goroutine,
 // handlers on their own goroutines, and a coalescing writer.
 type conn struct {
-	s       *Server
-	nc      net.Conn
-	r       *protocol.Reader
-	w       *transport.Writer
-	ctx     context.Context // cancelled when the connection ends
-	cancel  context.CancelFunc
-	remote  net.Addr
-	local   net.Addr
-	active  atomic.Int64
-	closing sync.Once
-	acked   chan struct{} // closed when the client answers our go-away
-	ackOnce sync.Once
-	held    atomic.Int64  // request bytes held by running handlers
-	drained chan struct{} // signalled when a handler finishes (held and active drop)
-	authed  atomic.Bool   // a call passed the auth check (always false without auth)
-	reading int64         // server budget reserved for the frame being read; read loop only
-	onEnd   func()        // after the connection ends: stop the auth deadline, leave the admission count
-	ended   chan struct{} // closed once the connection has ended (serveReads)
+	s        *Server
+	nc       net.Conn
+	r        *protocol.Reader
+	w        *transport.Writer
+	ctx      context.Context // cancelled when the connection ends
+	cancel   context.CancelFunc
+	remote   net.Addr
+	local    net.Addr
+	active   atomic.Int64
+	closing  sync.Once
+	acked    chan struct{} // closed when the client answers our go-away
+	ackOnce  sync.Once
+	held     atomic.Int64  // request bytes held by running handlers
+	drained  chan struct{} // signalled when a handler finishes (held and active drop)
+	authed   atomic.Bool   // a call passed the auth check (always false without auth)
+	reading  int64         // server budget reserved for the frame being read; read loop only
+	readDone chan struct{} // closed when a read loop handed over (readOn) stops reading
 
 	// Calls run on the read loop (runInline); see inline.go for the
 	// layout of inline.
@@ -65,12 +64,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	if !ok {
 		return
 	}
-	reading := false // serveReads took over the end of the connection
-	defer func() {
-		if !reading {
-			s.leave(ip)
-		}
-	}()
+	defer s.leave(ip)
 	for _, h := range s.hooks.accept {
 		var ok bool
 		if nc, ok = h.OnConnAccept(nc); !ok {
@@ -81,7 +75,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr(), local: nc.LocalAddr(), acked: make(chan struct{}), drained: make(chan struct{}, 1)}
+	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr(), local: nc.LocalAddr(), acked: make(chan struct{}), drained: make(chan struct{}, 1), readDone: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.r = protocol.NewReader(nc, s.opts.readBuf, s.opts.limits)
 	c.w = transport.NewWriter(nc, s.opts.writeTimeout, 0)
@@ -98,35 +92,28 @@ func (s *Server) serveConn(nc net.Conn) {
 			c.nc.Close() // unblocks the read loop
 		}
 	}()
-	stopAuth := c.authDeadline()
-	c.onEnd = func() {
-		if stopAuth != nil {
-			stopAuth()
-		}
-		s.leave(ip)
+	if stop := c.authDeadline(); stop != nil {
+		defer stop()
 	}
-	c.ended = make(chan struct{})
-	reading = true
-	if c.serveReads() {
-		<-c.ended // ServeConn returns when the connection has ended
-	}
-}
-
-// serveReads runs the read loop and then ends the connection, unless the
-// loop handed reading over to another goroutine (see runInline), which
-// then does both; it reports whether it did.
-func (c *conn) serveReads() (handedOff bool) {
 	if c.readLoop() {
-		return true
+		// A call run inline took too long and another goroutine reads
+		// on (readOn): the connection ends when it stops.
+		<-c.readDone
 	}
 	if c.inlineRuns > 0 {
-		c.s.unregisterInline(c)
+		s.unregisterInline(c)
 	}
 	c.close(false)
 	c.r.Close()
-	c.onEnd()
-	close(c.ended)
-	return false
+}
+
+// readOn continues a read loop that runInline handed over, on a new
+// goroutine; when reading ends it tells the connection's serving goroutine
+// (readDone), which ends the connection.
+func (c *conn) readOn() {
+	if !c.readLoop() {
+		close(c.readDone)
+	}
 }
 
 // readLoop reads the connection's frames and acts on them until reading

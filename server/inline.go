@@ -127,7 +127,7 @@ func (s *Server) scanInline() (active bool) {
 		case v&inlineState == inlineRunning:
 			active = true
 			if c.inline.CompareAndSwap(v, v&^inlineState|inlineHanded) {
-				go func() { _ = c.serveReads() }()
+				go c.readOn()
 			}
 		default: // unchanged and not running
 			if c.inline.CompareAndSwap(v, v&^inlineReg) {
