@@ -22,7 +22,7 @@ const ControlFrameSize = HeaderSize + 3
 // carrying a payload compressed with compressor id: it sets FlagCompressed
 // and the Compression field of its header in place.
 func SetCompressed(buf []byte, start int, id compress.ID) {
-	buf[start+offFlags] |= byte(FlagCompressed)
+	SetFlags(buf, start, FlagCompressed)
 	buf[start+offCompression] = byte(id)
 }
 

@@ -106,16 +106,16 @@ func (w *Writer) WriteNow(frame []byte) error {
 	err := w.write(frame)
 	w.mu.Lock()
 	w.writers--
-	if err != nil && w.err == nil {
-		w.err = err
-	}
-	more := len(w.buf) > 0 || w.closing || w.err != nil
-	w.room.Broadcast()
+	more := len(w.buf) > 0 || w.closing
 	w.mu.Unlock()
-	if more {
-		w.kick() // Run writes what queued meanwhile, or stops
+	if err != nil {
+		w.Fail(err) // later writes fail too, and Run stops
+		return err
 	}
-	return err
+	if more {
+		w.kick() // Run writes what queued meanwhile, or ends a closing writer
+	}
+	return nil
 }
 
 // write makes one write syscall of b, under the write timeout.
