@@ -193,7 +193,14 @@ func TestInlineServeConnWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var inline bool
+	if err := c.Call(ctx, "Inline", "Where", 0, &inline); err != nil {
+		t.Fatal(err)
+	}
+	// Block, a lone call, runs on ServeConn's goroutine; Release can only
+	// be read after the read loop was handed to another goroutine.
 	done := make(chan error, 1)
 	go func() { done <- c.Call(ctx, "Inline", "Block", 0, new(int)) }()
 	<-started
@@ -204,21 +211,37 @@ func TestInlineServeConnWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-ended
-	for range 5 {
-		if err := c.Call(ctx, "Inline", "Where", 0, new(bool)); err != nil {
-			t.Fatal(err)
+	// ServeConn's goroutine, done with Block, must wait for the new
+	// reader rather than return: wait until it does one or the other.
+	for !servingWaits() {
+		select {
+		case <-returned:
+			t.Fatal("ServeConn returned while its connection was open")
+		case <-ctx.Done():
+			t.Fatal("ServeConn's goroutine never waited for the reader it handed over to")
+		case <-time.After(time.Millisecond):
 		}
 	}
-	select {
-	case <-returned:
-		t.Fatal("ServeConn returned while its connection was open")
-	default:
+	if err := c.Call(ctx, "Inline", "Where", 0, &inline); err != nil {
+		t.Fatal(err) // the connection still reads, on the new goroutine
 	}
 	c.Close()
 	<-returned
-	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
+	if err := srv.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// servingWaits reports whether a goroutine serving a connection
+// (Server.serveConn) is blocked on a channel outside its read loop: it
+// handed the loop over and waits for the new reader to stop.
+func servingWaits() bool {
+	buf := make([]byte, 1<<20)
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "[chan receive") && strings.Contains(g, "server.(*Server).serveConn(") &&
+			!strings.Contains(g, "server.(*conn).readLoop(") {
+			return true
+		}
+	}
+	return false
 }
