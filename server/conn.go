@@ -340,11 +340,17 @@ func (c *conn) start(f protocol.Frame, buf *[]byte, cctx *callCtx, m *methodType
 		return true
 	}
 	t := task{c: c, m: m, f: f, buf: buf, cost: cost, room: room, cctx: cctx, lim: lim}
-	if fromReader && f.Flags&protocol.FlagSole != 0 && c.active.Load() == 1 && c.r.Buffered() == 0 {
+	if fromReader && c.lone(&f) && c.r.Buffered() == 0 {
 		return c.runInline(t)
 	}
 	s.handoff(t)
 	return true
+}
+
+// lone reports whether the call of request f is a serial caller's
+// (protocol.FlagSole) and the connection's only running call.
+func (c *conn) lone(f *protocol.Frame) bool {
+	return f.Flags&protocol.FlagSole != 0 && c.active.Load() == 1
 }
 
 func (s *Server) worker() {
@@ -508,12 +514,10 @@ func (t *task) run() {
 	if oneway {
 		return
 	}
-	// A serial caller's call (FlagSole) that is the connection's only
-	// one writes its response itself when the writer is idle (one
-	// hand-off less); other responses go to the writer goroutine, which
-	// coalesces them into fewer syscalls.
-	alone := f.Flags&protocol.FlagSole != 0 && c.active.Load() == 1
-	werr := c.respond(seq, cdID, compID, reply, err, cctx.info.ResponseMetadata, &m.replyHint, alone)
+	// A lone call writes its response itself when the writer is idle
+	// (one hand-off less); other responses go to the writer goroutine,
+	// which coalesces them into fewer syscalls.
+	werr := c.respond(seq, cdID, compID, reply, err, cctx.info.ResponseMetadata, &m.replyHint, c.lone(f))
 	for _, h := range s.hooks.postWrite {
 		h.PostWriteResponse(ctx, &cctx.info, werr)
 	}
