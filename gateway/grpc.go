@@ -159,7 +159,10 @@ func fleetError(err error) error {
 	return fleet.NewError(fleet.Code(st.Code()), st.Message())
 }
 
-// handleGRPC serves one unary gRPC call.
+// handleGRPC serves one gRPC call: a stream method's through
+// handleGRPCStream, any other through Server.Invoke, which checks the
+// caller's token before it looks the method up or decodes anything
+// (an unknown method is Unimplemented only for an authenticated caller).
 func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 	full, ok := grpc.MethodFromServerStream(ss)
 	if !ok {
@@ -169,18 +172,9 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 	if !ok {
 		return status.Errorf(codes.Unimplemented, "malformed method name %q", full)
 	}
-	name, d, ok := g.fleetName(svc, method)
-	if !ok {
+	if _, _, ok := g.fleetName(svc, method); !ok {
 		if name, sd, ok := g.fleetStream(svc, method); ok {
 			return g.handleGRPCStream(ss, name, sd)
-		}
-		return status.Errorf(codes.Unimplemented, "unknown method %s of service %s", method, svc)
-	}
-	var argMsg, replyMsg *goMessage
-	if !isProto(d.ArgType) || !isProto(d.ReplyType) {
-		var err error
-		if argMsg, replyMsg, err = goMessages(d); err != nil {
-			return status.Errorf(codes.Unimplemented, "%s.%s: %v", name, method, err)
 		}
 	}
 	var in rawFrame
@@ -188,26 +182,17 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 		return err
 	}
 	ctx := ss.Context()
-	call := &server.Call{Service: name, Method: method, Codec: codec.ProtobufCodec{}, Payload: in, Metadata: grpcMetadata(ctx)}
-	if argMsg != nil {
-		// Go types: protobuf bytes of the synthesized message -> Go
-		// value -> JSON for Server.Invoke, and the reply back.
-		// What decoding may cost is bounded before decoding: a few
-		// wire bytes may stand for a large value (checkDecodeCost).
-		if err := argMsg.checkDecodeCost(in, g.maxDecodeCost(), g.opts.maxDepth); err != nil {
-			return status.Errorf(GRPCCode(fleet.CodeOf(err)), "%s.%s: %v", name, method, fleetMessage(err))
-		}
-		v, err := argMsg.decode(in)
-		if err != nil {
-			return status.Errorf(codes.InvalidArgument, "%s.%s: %v", name, method, err)
-		}
-		// A value encoding/json cannot encode (a NaN or infinite float,
-		// a TextMarshaler failing) is the request's fault.
-		if call.Payload, err = json.Marshal(v); err != nil {
-			return status.Errorf(codes.InvalidArgument, "%s.%s: request has no JSON form: %v", name, method, err)
-		}
-		call.Codec = codec.JSONCodec{}
-	}
+	call := &server.Call{Service: svc, Method: method, Payload: in, Metadata: grpcMetadata(ctx),
+		CodecFor: func(d server.MethodDesc) (codec.Codec, error) {
+			if isProto(d.ArgType) && isProto(d.ReplyType) {
+				return codec.ProtobufCodec{}, nil
+			}
+			args, reply, err := goMessages(d)
+			if err != nil {
+				return nil, fleet.Errorf(fleet.Unimplemented, "%s.%s: %v", d.Service, d.Method, err)
+			}
+			return &goCallCodec{g: g, args: args, reply: reply}, nil
+		}}
 	if p, ok := peer.FromContext(ctx); ok {
 		call.RemoteAddr, call.LocalAddr = p.Addr, p.LocalAddr
 	}
@@ -216,20 +201,46 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 		_ = ss.SetHeader(metadata.New(rmd))
 	}
 	if err != nil {
-		return status.Error(GRPCCode(fleet.CodeOf(err)), fleetMessage(err))
-	}
-	if replyMsg != nil {
-		v := reflect.New(d.ReplyType)
-		if err := json.Unmarshal(reply, v.Interface()); err != nil {
-			return status.Errorf(codes.Internal, "%s.%s: reply: %v", name, method, err)
+		code := GRPCCode(fleet.CodeOf(err))
+		if _, _, known := g.fleetName(svc, method); code == codes.NotFound && !known {
+			code = codes.Unimplemented // gRPC's code for an unknown method
 		}
-		if reply, err = replyMsg.encode(v.Interface()); err != nil {
-			return status.Errorf(codes.Internal, "%s.%s: reply: %v", name, method, err)
-		}
+		return status.Error(code, fleetMessage(err))
 	}
 	out := rawFrame(reply)
 	return ss.SendMsg(&out)
 }
+
+// goCallCodec is the codec of a gRPC call of a method taking Go types: it
+// decodes the protobuf bytes of the synthesized message into the Go
+// argument, the work bounded before decoding (checkDecodeCost: a few wire
+// bytes may stand for a large value), and encodes the Go reply as the
+// synthesized reply message.
+type goCallCodec struct {
+	g           *Gateway
+	args, reply *goMessage
+}
+
+func (c *goCallCodec) Name() string { return "grpc-go-types" }
+
+func (c *goCallCodec) Unmarshal(data []byte, v any) error {
+	if err := c.args.checkDecodeCost(data, c.g.maxDecodeCost(), c.g.opts.maxDepth); err != nil {
+		return err
+	}
+	dv, err := c.args.decode(data)
+	if err != nil {
+		return fleet.WrapError(fleet.InvalidArgument, err)
+	}
+	b, err := json.Marshal(dv)
+	if err != nil {
+		// A value encoding/json cannot encode (a NaN or infinite float,
+		// a TextMarshaler failing) is the request's fault.
+		return fleet.Errorf(fleet.InvalidArgument, "request has no JSON form: %v", err)
+	}
+	return json.Unmarshal(b, v)
+}
+
+func (c *goCallCodec) Marshal(v any) ([]byte, error) { return c.reply.encode(v) }
 
 // goMessages returns the synthesized messages of a method whose argument
 // and reply are not protobuf messages.

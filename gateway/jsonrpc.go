@@ -164,12 +164,8 @@ func (g *Gateway) runRPC(ctx context.Context, base server.Call, raw []byte, h ht
 	}
 	call := base
 	call.Service, call.Method = method[:i], method[i+1:]
-	if _, ok := g.srv.Method(call.Service, call.Method); !ok {
-		if notification {
-			return resp, false
-		}
-		return fail(MethodNotFound, "method not found: "+method, fleet.NewError(fleet.NotFound, ""))
-	}
+	// The method is looked up by Invoke, after the caller's token is
+	// checked.
 	if perr != nil {
 		if notification {
 			return resp, false

@@ -185,11 +185,10 @@ func (c *conn) readLoop() (handedOff bool) {
 	}
 }
 
-// dispatch routes one request: refused at once (shutdown, failed auth,
-// unknown method, over the cap, undecodable compression) or handed to a
-// handler once its cost fits in the memory budgets. With auth configured
-// the token is checked before anything else about the request is looked
-// at.
+// dispatch routes one request through the pipeline's admission
+// (pipeline.go): the auth check first, then shutdown, the per-connection
+// cap, the rate limits and the adaptive limit; the method is looked up
+// when the call starts (start). A refused call is answered at once.
 //
 // It runs on the read loop and reports false when the read loop is no
 // longer this goroutine's (runInline).
@@ -200,24 +199,16 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) (reader bool) {
 	var cctx *callCtx
 	var refuseMD fleet.Metadata
 	refuse := func(err error) { c.refuseCall(&f, buf, cctx, oneway, err, refuseMD) }
-	if s.shutdown.Load() {
-		refuse(errShuttingDown)
-		return true
-	}
 	if s.opts.auth != nil {
 		cctx = c.newCallCtx(&f, string(f.Service), string(f.Method))
-		if aerr := s.opts.auth(cctx, &cctx.info, authToken(&cctx.info)); aerr != nil {
-			refuse(asCode(aerr, fleet.Unauthenticated))
+		if aerr := s.authorize(cctx, &cctx.info); aerr != nil {
+			refuse(aerr)
 			return true
 		}
 		c.authed.Store(true)
 	}
-	var m *methodType
-	if svc := (*s.services.Load())[string(f.Service)]; svc == nil {
-		refuse(unknown(f.Service, f.Method, false))
-		return true
-	} else if m = svc.methods[string(f.Method)]; m == nil {
-		refuse(unknown(f.Service, f.Method, true))
+	if s.shutdown.Load() {
+		refuse(errShuttingDown)
 		return true
 	}
 	if max := s.opts.maxPerConn; max > 0 && c.active.Load() >= int64(max) {
@@ -232,7 +223,7 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) (reader bool) {
 			return true
 		}
 	}
-	if md, rerr := c.admitRate(m, oneway); rerr != nil {
+	if md, rerr := s.admitRate(f.Service, f.Method, oneway, c.ctx); rerr != nil {
 		refuseMD = md
 		refuse(rerr)
 		return true
@@ -244,16 +235,16 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) (reader bool) {
 		return true
 	}
 	if w != nil {
-		c.queue(f, buf, cctx, m, w, wait)
+		c.queue(f, buf, cctx, w, wait)
 		return true
 	}
-	return c.start(f, buf, cctx, m, oneway, held, true)
+	return c.start(f, buf, cctx, oneway, held, true)
 }
 
 // queue waits, on a goroutine of its own (never the read loop), for the
 // adaptive-limit slot of a call in the limit's backlog, then starts the
 // call or refuses it. The wait counts as in flight for Shutdown.
-func (c *conn) queue(f protocol.Frame, buf *[]byte, cctx *callCtx, m *methodType, w *admitWaiter, wait time.Duration) {
+func (c *conn) queue(f protocol.Frame, buf *[]byte, cctx *callCtx, w *admitWaiter, wait time.Duration) {
 	c.s.inflight.Add(1)
 	cancel := c.waitCancel(f.Seq)
 	go func() {
@@ -263,23 +254,14 @@ func (c *conn) queue(f protocol.Frame, buf *[]byte, cctx *callCtx, m *methodType
 			c.refuseCall(&f, buf, cctx, false, err, md)
 			return
 		}
-		c.start(f, buf, cctx, m, false, held, false)
+		c.start(f, buf, cctx, false, held, false)
 	}()
 }
 
 // refuseCall answers a call refused before it ran (none for a oneway
 // send) with err and the response metadata md, after the refused hooks.
 func (c *conn) refuseCall(f *protocol.Frame, buf *[]byte, cctx *callCtx, oneway bool, err error, md fleet.Metadata) {
-	s := c.s
-	if len(s.hooks.refused) > 0 {
-		fe, ok := err.(*fleet.Error)
-		if !ok {
-			fe = fleet.WrapError(fleet.CodeOf(err), err)
-		}
-		for _, h := range s.hooks.refused {
-			h.OnCallRefused(string(f.Service), string(f.Method), fe)
-		}
-	}
+	c.s.noteRefused(f.Service, f.Method, err)
 	seq, cd := f.Seq, f.Codec
 	bufpool.Put(buf)
 	if cctx != nil {
@@ -290,18 +272,25 @@ func (c *conn) refuseCall(f *protocol.Frame, buf *[]byte, cctx *callCtx, oneway 
 	}
 }
 
-// start hands an admitted call to a handler goroutine, once its cost fits
-// in the memory budgets; held: it holds an adaptive-limit slot. From the
+// start looks an admitted call's method up and hands the call to a
+// handler goroutine, once its cost fits in the memory budgets; held: it
+// holds an adaptive-limit slot. From the
 // read loop (fromReader), a serial caller's call (FlagSole) that is the
 // connection's only one, with no further frame read, runs on the read
 // loop itself (runInline); start then reports whether the read loop is
 // still this goroutine's. It reports true otherwise.
-func (c *conn) start(f protocol.Frame, buf *[]byte, cctx *callCtx, m *methodType, oneway, held, fromReader bool) bool {
+func (c *conn) start(f protocol.Frame, buf *[]byte, cctx *callCtx, oneway, held, fromReader bool) bool {
 	s := c.s
 	refuse := func(err error) { c.refuseCall(&f, buf, cctx, oneway, err, nil) }
 	var lim time.Time
 	if held {
 		lim = time.Now()
+	}
+	m, err := s.lookup(f.Service, f.Method)
+	if err != nil {
+		c.dropAdaptive(lim)
+		refuse(err)
+		return true
 	}
 	cost := int64(cap(*buf))
 	room, err := c.decompressRoom(&f)

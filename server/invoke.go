@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"reflect"
+	"strings"
 	"sync"
 
 	"github.com/fleetrpc/fleet"
@@ -18,10 +19,18 @@ import (
 // into the method's argument type, exactly as a native request's payload
 // is decoded with the frame's codec.
 type Call struct {
+	// Service and Method name the method as the caller gave them. When
+	// no service has the name Service, and Service holds a dot, the part
+	// after its last dot is looked up (a protobuf package prefix, as gRPC
+	// clients send it).
 	Service, Method string
 	// Codec decodes Payload into the arguments and encodes the reply.
-	// Required.
+	// Either Codec or CodecFor is required.
 	Codec codec.Codec
+	// CodecFor, when Codec is nil, chooses the codec once the method is
+	// looked up (after auth and admission), from its description. An
+	// error fails the call with its code (Internal when it has none).
+	CodecFor func(MethodDesc) (codec.Codec, error)
 	// Payload is the encoded arguments. Invoke does not retain it.
 	Payload []byte
 	// Metadata is the request metadata; its fleet.AuthKey entry is the
@@ -35,62 +44,94 @@ type Call struct {
 	Oneway bool
 }
 
-// Invoke runs one call through the same path as a native request: the
-// service table, the limits (payload size, metadata count and size), the
-// auth function, the PostRead, PreWrite and PostWrite hooks, the
-// interceptors, panic recovery and the Shutdown accounting (Shutdown waits
-// for calls running in Invoke; calls that arrive after Shutdown began are
-// refused with ShuttingDown). The handler's context is ctx with the call's
-// *fleet.CallInfo, so ctx's deadline is the call's deadline and cancelling
-// ctx cancels the handler.
+// Invoke runs one call through the server's call pipeline, as a native
+// request runs (see the stages in pipeline.go): the protocol limits
+// (payload size, metadata count and size), then the auth function before
+// anything else about the call is looked at, then admission (ShuttingDown
+// once Shutdown began; the rate limits; the adaptive limit, whose backlog
+// it waits in within ctx; the server's memory budget, WithMaxPendingBytes,
+// for the payload's bytes, waited for within ctx), then the lookup of the
+// method, the decoding of the payload, the PostRead hooks, the
+// interceptors and the handler (panics recovered), the PreWrite and
+// PostWrite hooks, and the encoding of the reply within MaxFrameSize. A
+// call refused before its handler runs is reported to the CallRefused
+// hooks. Shutdown waits for calls running in Invoke. The handler's context
+// is ctx with the call's *fleet.CallInfo, so ctx's deadline is the call's
+// deadline and cancelling ctx cancels the handler.
 //
-// It returns the encoded reply and the response metadata the handler set.
-// The error is a *fleet.Error: NotFound for an unknown service or method,
-// ResourceExhausted when the payload, metadata or reply exceed the server's
-// limits, InvalidArgument when the payload does not decode, the auth
-// function's and the handler's errors otherwise (their messages intact).
-// The response metadata is returned with errors too. Invoke is safe for
-// concurrent use; it does not count against WithMaxConcurrentPerConn,
-// which is per native connection.
+// It returns the encoded reply and the response metadata the handler set
+// (or the retry-after metadata of a call refused by a limit). The error is
+// a *fleet.Error: Unauthenticated (or the auth function's code) before
+// anything else, ShuttingDown, ResourceExhausted when a limit refused the
+// call or the payload, metadata or reply exceed the server's limits,
+// NotFound for an unknown service or method, InvalidArgument when the
+// payload does not decode, the handler's errors otherwise (their messages
+// intact). Invoke is safe for concurrent use; it does not count against
+// WithMaxConcurrentPerConn, which is per native connection (a front end's
+// transport caps its own connections' concurrency).
 func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD fleet.Metadata, err error) {
 	// Counted before the shutdown check: Shutdown sets the flag, then
 	// waits for inflight to drop, so a call either is refused or is waited
 	// for.
 	s.inflight.Add(1)
 	defer s.inflight.Add(-1)
-	if s.shutdown.Load() {
-		return nil, nil, errShuttingDown
-	}
-	svc := (*s.services.Load())[call.Service]
-	if svc == nil {
-		return nil, nil, unknown([]byte(call.Service), []byte(call.Method), false)
-	}
-	m := svc.methods[call.Method]
-	if m == nil {
-		return nil, nil, unknown([]byte(call.Service), []byte(call.Method), true)
+	service, method := []byte(call.Service), []byte(call.Method)
+	refuse := func(md fleet.Metadata, err error) ([]byte, fleet.Metadata, error) {
+		s.noteRefused(service, method, err)
+		return nil, md, err
 	}
 	if err := s.checkCall(call); err != nil {
-		return nil, nil, err
+		return refuse(nil, err)
 	}
-	s.calls.Add(1)
-	start := s.lat.start()
-	defer func() { s.lat.done(start) }()
-
-	cctx := &callCtx{Context: ctx, m: m}
+	cctx := &callCtx{Context: ctx}
 	cctx.info = fleet.CallInfo{
-		Service: m.service, Method: m.name,
+		Service: call.Service, Method: call.Method,
 		RemoteAddr: call.RemoteAddr, LocalAddr: call.LocalAddr, Oneway: call.Oneway,
 	}
 	cctx.info.SetMetadata(call.Metadata)
 	hctx := context.Context(cctx)
-
-	args, replyV := m.newCall()
-	if uerr := call.Codec.Unmarshal(call.Payload, args); uerr != nil {
-		err = fleet.Errorf(fleet.InvalidArgument, "decode arguments: %v", uerr)
+	if err := s.authorize(hctx, &cctx.info); err != nil {
+		return refuse(nil, err)
 	}
-	if err == nil && s.opts.auth != nil {
-		if aerr := s.opts.auth(hctx, &cctx.info, authToken(&cctx.info)); aerr != nil {
-			err = asCode(aerr, fleet.Unauthenticated)
+	if s.shutdown.Load() {
+		return refuse(nil, errShuttingDown)
+	}
+	if md, err := s.admitRate(service, method, false, ctx); err != nil {
+		return refuse(md, err)
+	}
+	since, md, err := s.awaitAdaptiveCtx(ctx)
+	if err != nil {
+		return refuse(md, err)
+	}
+	ran := false
+	defer func() { s.endAdaptive(since, ran, err) }()
+	cost := int64(len(call.Payload))
+	if !s.mem.reserve(ctx, cost, 0) {
+		return refuse(nil, fleet.FromContextError(ctx.Err()))
+	}
+	defer s.mem.release(cost)
+	m, err := s.lookupCall(call)
+	if err != nil {
+		return refuse(nil, err)
+	}
+	cd := call.Codec
+	if cd == nil {
+		if cd, err = call.CodecFor(MethodDesc{Service: m.service, Method: m.name, ArgType: methodTypes(m).args, ReplyType: methodTypes(m).reply}); err != nil {
+			return refuse(nil, asCode(err, fleet.Internal))
+		}
+	}
+	s.calls.Add(1)
+	start := s.lat.start()
+	defer func() { s.lat.done(start) }()
+	cctx.m = m
+	cctx.info.Service, cctx.info.Method = m.service, m.name
+
+	ran = true
+	args, replyV := m.newCall()
+	if uerr := cd.Unmarshal(call.Payload, args); uerr != nil {
+		err = asCode(uerr, fleet.InvalidArgument)
+		if fleet.CodeOf(uerr) == fleet.Unknown {
+			err = fleet.Errorf(fleet.InvalidArgument, "decode arguments: %v", uerr)
 		}
 	}
 	if err == nil {
@@ -113,7 +154,7 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 	}
 	if err == nil && !call.Oneway {
 		var merr error
-		reply, merr = codec.MarshalAppend(call.Codec, nil, replyV)
+		reply, merr = codec.MarshalAppend(cd, nil, replyV)
 		switch {
 		case merr != nil:
 			err = fleet.Errorf(fleet.Internal, "encode reply: %v", merr)
@@ -141,12 +182,27 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 	return reply, cctx.info.ResponseMetadata, err
 }
 
+// lookupCall looks up call's method: by its service name, else (a
+// protobuf package prefix) by the part after the name's last dot.
+func (s *Server) lookupCall(call *Call) (*methodType, error) {
+	m, err := s.lookup([]byte(call.Service), []byte(call.Method))
+	if err == nil {
+		return m, nil
+	}
+	if i := strings.LastIndexByte(call.Service, '.'); i >= 0 {
+		if m, err2 := s.lookup([]byte(call.Service[i+1:]), []byte(call.Method)); err2 == nil {
+			return m, nil
+		}
+	}
+	return nil, err
+}
+
 // checkCall applies the protocol limits a native frame would have been
 // held to: payload size (MaxDecompressedSize, the bound on decoded bytes),
 // name sizes and metadata count and size.
 func (s *Server) checkCall(call *Call) error {
 	l := &s.opts.limits
-	if call.Codec == nil {
+	if call.Codec == nil && call.CodecFor == nil {
 		return fleet.NewError(fleet.InvalidArgument, "no codec")
 	}
 	if len(call.Payload) > l.MaxDecompressedSize {

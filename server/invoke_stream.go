@@ -151,24 +151,33 @@ type StreamCall struct {
 func (s *Server) InvokeStream(ctx context.Context, call *StreamCall) (trailer fleet.Metadata, err error) {
 	s.inflight.Add(1)
 	defer s.inflight.Add(-1)
+	service, method := []byte(call.Service), []byte(call.Method)
+	refuse := func(err error) (fleet.Metadata, error) {
+		s.noteRefused(service, method, err)
+		return nil, err
+	}
+	if call.Recv == nil || call.Send == nil {
+		return refuse(fleet.NewError(fleet.InvalidArgument, "stream call without Recv or Send"))
+	}
+	if err := s.checkCall(&Call{Codec: call.Codec, Metadata: call.Metadata}); err != nil {
+		return refuse(err)
+	}
+	st := &serverStream{srv: s, local: call, codec: call.Codec}
+	st.info = fleet.CallInfo{Service: call.Service, Method: call.Method, RemoteAddr: call.RemoteAddr, LocalAddr: call.LocalAddr}
+	st.info.SetMetadata(call.Metadata)
+	if err := s.authorize(&streamCtx{Context: ctx, info: &st.info}, &st.info); err != nil {
+		return refuse(err)
+	}
 	if s.shutdown.Load() {
-		return nil, errShuttingDown
+		return refuse(errShuttingDown)
+	}
+	if _, err := s.admitRate(service, method, false, ctx); err != nil {
+		return refuse(err)
 	}
 	hv, ok := s.streamHandlers.Load(streamKey(call.Service, call.Method))
 	if !ok {
-		return nil, fleet.Errorf(fleet.NotFound, "unknown stream method %s.%s", call.Service, call.Method)
+		return refuse(fleet.Errorf(fleet.NotFound, "unknown stream method %s.%s", call.Service, call.Method))
 	}
-	if call.Recv == nil || call.Send == nil {
-		return nil, fleet.NewError(fleet.InvalidArgument, "stream call without Recv or Send")
-	}
-	if err := s.checkCall(&Call{Codec: call.Codec, Metadata: call.Metadata}); err != nil {
-		return nil, err
-	}
-	st := &serverStream{
-		srv: s, local: call, codec: call.Codec,
-		info: fleet.CallInfo{Service: call.Service, Method: call.Method, RemoteAddr: call.RemoteAddr, LocalAddr: call.LocalAddr},
-	}
-	st.info.SetMetadata(call.Metadata)
 	var cancel context.CancelFunc
 	st.ctx, cancel = context.WithCancel(&streamCtx{Context: ctx, info: &st.info})
 	st.cancel = cancel

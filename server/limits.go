@@ -6,6 +6,8 @@ import (
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/compress"
+	"github.com/fleetrpc/fleet/internal/bufpool"
+	"github.com/fleetrpc/fleet/internal/flow"
 	"github.com/fleetrpc/fleet/protocol"
 )
 
@@ -56,6 +58,34 @@ func (c *conn) waitRoom(cost int64) bool {
 		c.dropReading()
 	}
 	return m.reserve(c.ctx, cost, 0)
+}
+
+// tryRoom is waitRoom without the wait: it counts cost in the server's
+// budget and reports true when it fits now in both budgets (the caller
+// then counts it in c.held), else false, taking nothing. Stream messages
+// use it: the read loop must not wait for a stream's handler, which may
+// itself wait for a window update still unread.
+func (c *conn) tryRoom(cost int64) bool {
+	if h := c.held.Load(); h > 0 && h+cost > c.s.opts.maxHeldBytes {
+		return false
+	}
+	m := &c.s.mem
+	if c.reading > 0 {
+		if !m.tryReserve(cost-c.reading, c.reading) {
+			return false
+		}
+		c.reading = 0
+		return true
+	}
+	return m.tryReserve(cost, 0)
+}
+
+// releaseStreamMsg gives back a queued stream message's buffer and the
+// bytes it was charged in the budgets (its capacity; see onStreamFrame).
+func (c *conn) releaseStreamMsg(m flow.Msg) {
+	cost := int64(cap(*m.Buf))
+	bufpool.Put(m.Buf)
+	c.release(cost)
 }
 
 // dropReading returns the server-budget reservation of the frame just

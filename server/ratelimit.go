@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"strconv"
 	"time"
 
@@ -25,10 +26,12 @@ type methodLimit struct {
 }
 
 // limiters holds the token buckets (golang.org/x/time/rate) of the rate
-// limits; nil fields mean no limit. Built once by New.
+// limits; nil fields mean no limit. Built once by New. methods is keyed by
+// service, then method, so that the read loop looks a call up by the bytes
+// of its frame without making strings.
 type limiters struct {
 	server  *rate.Limiter
-	methods map[rateKey]*rate.Limiter
+	methods map[string]map[string]*rate.Limiter
 }
 
 func newLimiters(o *options) limiters {
@@ -41,29 +44,33 @@ func newLimiters(o *options) limiters {
 			continue
 		}
 		if l.methods == nil {
-			l.methods = map[rateKey]*rate.Limiter{}
+			l.methods = map[string]map[string]*rate.Limiter{}
 		}
-		l.methods[m.key] = rate.NewLimiter(m.limit, max(m.burst, 1))
+		if l.methods[m.key.service] == nil {
+			l.methods[m.key.service] = map[string]*rate.Limiter{}
+		}
+		l.methods[m.key.service][m.key.method] = rate.NewLimiter(m.limit, max(m.burst, 1))
 	}
 	return l
 }
 
-// admitRate applies the rate limits to a call of m. A call over a limit is
-// refused with ResourceExhausted and the retry-after metadata; a oneway
-// send, which cannot be refused visibly, waits for a token instead (the
-// connection is not read meanwhile). A nil error admits the call; errClosed
-// means the connection ended while waiting.
-func (c *conn) admitRate(m *methodType, oneway bool) (fleet.Metadata, error) {
-	l := &c.s.rates
+// admitRate applies the rate limits to a call of service.method (as the
+// caller named them: the limits come before the method is looked up). A
+// call over a limit is refused with ResourceExhausted and the retry-after
+// metadata; a oneway send (wait), which cannot be refused visibly, waits
+// for a token instead, until done closes (then errClosed). A nil error
+// admits the call.
+func (s *Server) admitRate(service, method []byte, wait bool, done context.Context) (fleet.Metadata, error) {
+	l := &s.rates
 	if l.server == nil && l.methods == nil {
 		return nil, nil
 	}
-	for _, lim := range [2]*rate.Limiter{l.server, l.methods[rateKey{m.service, m.name}]} {
+	for _, lim := range [2]*rate.Limiter{l.server, l.methods[string(service)][string(method)]} {
 		if lim == nil {
 			continue
 		}
-		if oneway {
-			if lim.Wait(c.ctx) != nil {
+		if wait {
+			if lim.Wait(done) != nil {
 				return nil, errClosed
 			}
 			continue

@@ -206,8 +206,21 @@ func (c *conn) onStreamFrame(f protocol.Frame, buf *[]byte) error {
 			st.inbox.Close(io.EOF)
 			return nil
 		}
-		if err := st.inbox.Push(flow.Msg{Frame: f, Buf: buf}); err != nil {
+		// A queued message is charged to the memory budgets until the
+		// handler takes it (Recv) or the stream drops it (Abort): many
+		// streams' large messages cannot hold more than the
+		// connection's budget. One that does not fit now fails its
+		// stream, as the read loop cannot wait for handlers here.
+		cost := int64(cap(*buf))
+		if !c.tryRoom(cost) {
 			bufpool.Put(buf)
+			st.fail(fleet.Errorf(fleet.ResourceExhausted, "stream message of %d bytes does not fit in the connection's memory budget of %d bytes", len(f.Payload), c.s.opts.maxHeldBytes))
+			return nil
+		}
+		c.held.Add(cost)
+		m := flow.Msg{Frame: f, Buf: buf}
+		if err := st.inbox.Push(m); err != nil {
+			c.releaseStreamMsg(m)
 			st.fail(err)
 		}
 	case protocol.TypeWindowUpdate:
@@ -224,34 +237,49 @@ func (c *conn) onStreamFrame(f protocol.Frame, buf *[]byte) error {
 	return nil
 }
 
-// openStream starts a stream's handler, or ends the stream at once when
-// it cannot run.
+// openStream runs a stream open through the pipeline's admission
+// (pipeline.go): the auth check first, then shutdown, the rate limits,
+// the lookup of the method and its codec, and the per-connection stream
+// cap; it then starts the handler, or ends the stream at once with the
+// refusal. (The adaptive limit samples unary latencies and does not apply
+// to streams, whose lifetime is the client's to choose.)
 func (c *conn) openStream(f protocol.Frame, buf *[]byte) {
 	s := c.s
 	seq, cdID, timeout, compID := f.Seq, f.Codec, f.Timeout, compress.ID(f.Compression)
 	svc, method := string(f.Service), string(f.Method)
 	mdWire, mdN := f.MetadataSection()
-	bufpool.Put(buf)
 	c.noteSeq(seq)
 	so := s.opts.stream.withDefaults()
-	var refuse error
-	hv, _ := s.streamHandlers.Load(streamKey(svc, method))
-	cd := codec.Get(codec.ID(cdID))
-	switch {
-	case s.shutdown.Load():
-		refuse = errShuttingDown
-	case hv == nil:
-		refuse = fleet.Errorf(fleet.NotFound, "unknown stream method %s.%s", svc, method)
-	case cd == nil:
-		refuse = fleet.Errorf(fleet.InvalidArgument, "unknown codec %d", cdID)
-	}
 	st := &serverStream{
-		srv: s, c: c, id: seq, codec: cd, codecID: cdID, comp: compID,
+		srv: s, c: c, id: seq, codecID: cdID, comp: compID,
 		inbox:  flow.NewInbox(int64(so.window), int64(so.maxMessage)),
 		credit: flow.NewCredit(int64(c.ext.peerWindow.Load())),
 		info:   fleet.CallInfo{Service: svc, Method: method, RemoteAddr: c.remote, LocalAddr: c.local},
 	}
+	st.inbox.Release = c.releaseStreamMsg
 	st.info.SetWireMetadata(mdWire, mdN)
+	var hv any
+	refuse := s.authorize(&streamCtx{Context: c.ctx, info: &st.info}, &st.info)
+	if refuse == nil && s.opts.auth != nil {
+		c.authed.Store(true)
+	}
+	if refuse == nil && s.shutdown.Load() {
+		refuse = errShuttingDown
+	}
+	if refuse == nil {
+		_, refuse = s.admitRate(f.Service, f.Method, false, c.ctx)
+	}
+	if refuse == nil {
+		if hv, _ = s.streamHandlers.Load(streamKey(svc, method)); hv == nil {
+			refuse = fleet.Errorf(fleet.NotFound, "unknown stream method %s.%s", svc, method)
+		} else if st.codec = codec.Get(codec.ID(cdID)); st.codec == nil {
+			refuse = fleet.Errorf(fleet.InvalidArgument, "unknown codec %d", cdID)
+		}
+	}
+	if refuse != nil {
+		s.noteRefused(f.Service, f.Method, refuse)
+	}
+	bufpool.Put(buf)
 	parent := c.ctx
 	var cancelTimeout context.CancelFunc = func() {}
 	if timeout > 0 {
@@ -305,20 +333,11 @@ func (st *serverStream) run(h *streamHandler) {
 	}
 }
 
-// serve runs the auth function, the interceptors and the handler, and
+// serve runs the interceptors and the handler of an admitted stream, and
 // returns the error the stream ends with; st.trailer then holds the
 // trailers (with the handler's response metadata merged in).
 func (st *serverStream) serve(h *streamHandler) error {
-	s := st.srv
-	var err error
-	if s.opts.auth != nil {
-		if aerr := s.opts.auth(st.ctx, &st.info, authToken(&st.info)); aerr != nil {
-			err = asCode(aerr, fleet.Unauthenticated)
-		}
-	}
-	if err == nil {
-		err = st.intercepted(h)
-	}
+	err := st.intercepted(h)
 	if p := st.failed.Load(); p != nil {
 		err = *p
 	} else if err != nil && st.ctx.Err() != nil && fleet.CodeOf(err) == fleet.Unknown {
@@ -438,7 +457,7 @@ func (st *serverStream) Recv(msg any) error {
 	if err != nil {
 		return err
 	}
-	defer bufpool.Put(m.Buf)
+	defer st.c.releaseStreamMsg(m)
 	if grant > 0 {
 		st.c.grant(st.id, grant)
 		// Let the writer send the update now rather than when this

@@ -97,6 +97,11 @@ type Inbox struct {
 	outstanding int64 // bytes received and not yet granted back
 	consumed    int64 // bytes consumed since the last grant
 	held        int64 // bytes of payload queued
+
+	// Release, when set before the first Push, takes each queued message
+	// that Abort drops, instead of bufpool.Put: a receiver that charges
+	// queued messages to a memory budget gives the bytes back there.
+	Release func(Msg)
 }
 
 // NewInbox returns an inbox granting window bytes and accepting messages
@@ -161,7 +166,11 @@ func (in *Inbox) Abort(err error) {
 	in.q, in.head, in.held = nil, 0, 0
 	in.mu.Unlock()
 	for _, m := range q {
-		bufpool.Put(m.Buf)
+		if in.Release != nil {
+			in.Release(m)
+		} else {
+			bufpool.Put(m.Buf)
+		}
 	}
 	in.signal()
 }
