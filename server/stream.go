@@ -314,6 +314,8 @@ func (st *serverStream) serve(h *streamHandler) error {
 	if s.opts.auth != nil {
 		if aerr := s.opts.auth(st.ctx, &st.info, authToken(&st.info)); aerr != nil {
 			err = asCode(aerr, fleet.Unauthenticated)
+		} else if st.c != nil {
+			st.c.authed.Store(true) // as a call's check does (WithAuthTimeout)
 		}
 	}
 	if err == nil {
