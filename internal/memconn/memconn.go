@@ -30,9 +30,9 @@ func (Addr) String() string { return Network }
 // Pipe returns the two ends of a new connection. What one end writes the
 // other reads, in order; each direction buffers up to size bytes (0 or
 // less: DefaultBuffer), allocated as the data needs it and released when
-// both ends are closed. Both ends are safe for concurrent use; each Write
-// is delivered contiguously, not interleaved with another Write to the
-// same end.
+// both ends are closed. Both ends are safe for concurrent use: Reads on
+// one end take turns, as do Writes, so each Write is delivered
+// contiguously, not interleaved with another Write to the same end.
 //
 // Close of one end delivers what it wrote before to the other end, which
 // then reads io.EOF; the closing end discards what it had not read, and
@@ -43,8 +43,8 @@ func Pipe(size int) (*Conn, *Conn) {
 	if size <= 0 {
 		size = DefaultBuffer
 	}
-	ab := &half{max: size}
-	ba := &half{max: size}
+	ab := newHalf(size)
+	ba := newHalf(size)
 	a := &Conn{rd: ba, wr: ab}
 	b := &Conn{rd: ab, wr: ba}
 	for _, c := range []*Conn{a, b} {
@@ -57,6 +57,7 @@ func Pipe(size int) (*Conn, *Conn) {
 // Conn is one end of a Pipe. It implements net.Conn.
 type Conn struct {
 	rd, wr  *half // rd: what the peer writes and this end reads; wr: the reverse
+	rdMu    sync.Mutex
 	wrMu    sync.Mutex
 	readDL  deadline
 	writeDL deadline
@@ -68,32 +69,34 @@ type half struct {
 	mu      sync.Mutex
 	buf     []byte // unread bytes are buf[off:]
 	off     int
-	max     int           // bound on unread bytes
-	wclosed bool          // the writing end closed: read the rest, then EOF
-	rclosed bool          // the reading end closed: writes fail
-	changed chan struct{} // closed at the next change of state; nil while no one waits
+	max     int  // bound on unread bytes
+	wclosed bool // the writing end closed: read the rest, then EOF
+	rclosed bool // the reading end closed: writes fail
+	// readable and writable hold a token when the reader (or the
+	// writer) may have something to do: data or room arrived, or an end
+	// closed. Reads and Writes each take turns (rdMu, wrMu), so at most
+	// one of each waits; a stale token costs one more look.
+	readable, writable chan struct{}
 }
 
-// notify wakes whoever waits for a change. Called with h.mu held.
-func (h *half) notify() {
-	if h.changed != nil {
-		close(h.changed)
-		h.changed = nil
-	}
+func newHalf(size int) *half {
+	return &half{max: size, readable: make(chan struct{}, 1), writable: make(chan struct{}, 1)}
 }
 
-// waitCh returns a channel closed at the next change. Called with h.mu held.
-func (h *half) waitCh() <-chan struct{} {
-	if h.changed == nil {
-		h.changed = make(chan struct{})
+// wake leaves a token in ch unless one is there.
+func wake(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
-	return h.changed
 }
 
 // Read reads what the peer wrote, waiting until there is some, the peer
 // closes (io.EOF once the buffer is drained), this end closes
 // (net.ErrClosed) or the read deadline passes (os.ErrDeadlineExceeded).
 func (c *Conn) Read(p []byte) (int, error) {
+	c.rdMu.Lock()
+	defer c.rdMu.Unlock()
 	h := c.rd
 	for {
 		dl := c.readDL.wait()
@@ -116,20 +119,19 @@ func (c *Conn) Read(p []byte) (int, error) {
 					h.buf = nil
 				}
 			}
-			if n > 0 {
-				h.notify()
-			}
 			h.mu.Unlock()
+			if n > 0 {
+				wake(h.writable)
+			}
 			return n, nil
 		}
 		if h.wclosed {
 			h.mu.Unlock()
 			return 0, io.EOF
 		}
-		ch := h.waitCh()
 		h.mu.Unlock()
 		select {
-		case <-ch:
+		case <-h.readable:
 		case <-dl:
 		}
 	}
@@ -166,16 +168,15 @@ func (c *Conn) Write(p []byte) (int, error) {
 			h.reserve(unread, chunk)
 			h.buf = append(h.buf, p[n:n+chunk]...)
 			n += chunk
-			h.notify()
+			wake(h.readable)
 		}
 		if n == len(p) {
 			h.mu.Unlock()
 			return n, nil
 		}
-		ch := h.waitCh()
 		h.mu.Unlock()
 		select {
-		case <-ch:
+		case <-h.writable:
 		case <-dl:
 		}
 	}
@@ -213,13 +214,15 @@ func (c *Conn) Close() error {
 	if c.wr.off == len(c.wr.buf) {
 		c.wr.buf, c.wr.off = nil, 0
 	}
-	c.wr.notify()
 	c.wr.mu.Unlock()
+	wake(c.wr.readable)
+	wake(c.wr.writable)
 	c.rd.mu.Lock()
 	c.rd.rclosed = true
 	c.rd.buf, c.rd.off = nil, 0
-	c.rd.notify()
 	c.rd.mu.Unlock()
+	wake(c.rd.readable)
+	wake(c.rd.writable)
 	c.readDL.stop()
 	c.writeDL.stop()
 	return nil
