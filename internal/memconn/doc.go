@@ -1,6 +1,7 @@
 // Package memconn is an in-memory, buffered, full-duplex connection: two
 // net.Conn ends joined without a socket, the connection of Fleet's
-// in-process transport (client.InProcess).
+// in-process transport (client.InProcess and the "inprocess" network of
+// package transport).
 //
 // Unlike net.Pipe, whose Write waits until the peer has read every byte,
 // each direction has a buffer (like a socket's): Write returns once its
