@@ -188,3 +188,54 @@ func TestAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseWhileBusy closes one end while both ends read and write as fast
+// as they can, and checks that this one Close ends every goroutine's loop
+// with an error, on both ends, instead of leaving one hanging; -race checks
+// the state they share.
+func TestCloseWhileBusy(t *testing.T) {
+	for _, closer := range []int{0, 1} {
+		a, b := memconn.Pipe(512)
+		ends := []*memconn.Conn{a, b}
+		var wg sync.WaitGroup
+		var moved sync.WaitGroup
+		moved.Add(4)
+		for _, c := range ends {
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				buf := make([]byte, 300)
+				for i := 0; ; i++ {
+					if _, err := c.Write(buf); err != nil {
+						if i < 10 {
+							moved.Done()
+						}
+						return
+					}
+					if i == 10 {
+						moved.Done()
+					}
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				buf := make([]byte, 200)
+				for i := 0; ; i++ {
+					if _, err := c.Read(buf); err != nil {
+						if i < 10 {
+							moved.Done()
+						}
+						return
+					}
+					if i == 10 {
+						moved.Done()
+					}
+				}
+			}()
+		}
+		moved.Wait() // every goroutine has moved data (or already failed)
+		ends[closer].Close() // one Close ends the calls on both ends
+		wg.Wait()
+		ends[1-closer].Close()
+	}
+}
