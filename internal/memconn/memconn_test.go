@@ -233,7 +233,7 @@ func TestCloseWhileBusy(t *testing.T) {
 				}
 			}()
 		}
-		moved.Wait() // every goroutine has moved data (or already failed)
+		moved.Wait()         // every goroutine has moved data (or already failed)
 		ends[closer].Close() // one Close ends the calls on both ends
 		wg.Wait()
 		ends[1-closer].Close()
