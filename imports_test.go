@@ -23,6 +23,7 @@ var importRules = []struct {
 	{pkg: "protocol", forbidden: []string{"*"}, allowed: []string{"", "compress", "internal/bufpool"}},
 	{pkg: "selector", forbidden: []string{"*"}, allowed: []string{"", "registry"}},
 	{pkg: "internal/transport", forbidden: []string{"*"}},
+	{pkg: "internal/memconn", forbidden: []string{"*"}},
 	{pkg: "server", forbidden: []string{"client", "selector", "registry/static"}},
 	{pkg: "client", forbidden: []string{"server", "registry/static"}},
 	{pkg: "registry/static", forbidden: []string{"client", "server", "protocol", "selector"}},

@@ -16,6 +16,11 @@
 // circuit breaker per server (BreakerSettings) skips failing
 // servers and probes them back. Broadcast and Fork call every server.
 //
+// InProcess joins a client to a server in the same process without a
+// socket, through the server's whole pipeline: the way to test a service
+// (docs/testing.md). The "inprocess" network of package transport does the
+// same by name, for Dial and XClient.
+//
 // Errors are *fleet.Error values; errors.Is with ErrNotSent tells a call
 // that never reached the wire (safe to retry anywhere) from one whose
 // connection broke after sending (ErrConnectionLost).

@@ -35,7 +35,8 @@ type conn struct {
 	ackOnce  sync.Once
 	held     atomic.Int64  // request bytes held by running handlers
 	drained  chan struct{} // signalled when a handler finishes (held and active drop)
-	authed   atomic.Bool   // a call passed the auth check (always false without auth)
+	authed   atomic.Bool   // a call or stream passed the auth check (always false without auth)
+	preHello bool          // read loop only: a Hello was answered before auth
 	reading  int64         // server budget reserved for the frame being read; read loop only
 	readDone chan struct{} // closed when a read loop handed over (readOn) stops reading
 
@@ -163,10 +164,15 @@ func (c *conn) readLoop() (handedOff bool) {
 			}
 		case protocol.TypePing:
 			if s.opts.auth != nil && !c.authed.Load() {
-				// Heartbeats do not keep an unauthenticated peer around
-				// (the capability exchange included).
-				bufpool.Put(buf)
-				continue
+				// Heartbeats do not keep an unauthenticated peer around.
+				// The first Hello is answered: a client opens streams
+				// only once the capability exchange is done, and a
+				// stream carries the token its auth check needs.
+				if f.Flags&protocol.FlagHello == 0 || c.preHello {
+					bufpool.Put(buf)
+					continue
+				}
+				c.preHello = true
 			}
 			c.onPing(f, buf)
 		case protocol.TypeGoAway:

@@ -65,8 +65,10 @@ func WithFrameReadTimeout(d time.Duration) Option {
 }
 
 // WithAuthTimeout closes a connection on which no call has passed the auth
-// check (WithAuth) within d of its accept. It applies only with WithAuth;
-// pings on a connection that has not authenticated are never answered, so
+// check (WithAuth) within d of its accept; a call or a stream that passes
+// it authenticates the connection. It applies only with WithAuth; pings on
+// a connection that has not authenticated are not answered (except the
+// client's first Hello, the capability exchange streams wait for), so
 // heartbeats cannot keep it open. Default DefaultAuthTimeout (10 s); 0 or
 // less disables the timeout.
 func WithAuthTimeout(d time.Duration) Option {

@@ -15,6 +15,10 @@
 // Importing one registers its network in its init function. Users add
 // their own the same way, with Register.
 //
+// This package registers one network itself: "inprocess" (InProcess),
+// connections within one process over in-memory pipes, for tests and for
+// services that call each other inside one binary.
+//
 // A Transport must deliver a reliable, ordered byte stream per connection
 // (the Fleet frame format has no framing of its own beyond lengths), must
 // honour net.Conn deadlines (the client's writer and the server's idle
