@@ -17,4 +17,6 @@
 // auth function and interceptors like any other call; give the server
 // one unless only trusted callers reach it. The wire format is specified
 // in docs/protocol.md.
+//
+// It imports no Fleet package but fleet, server and registry.
 package admin

@@ -13,4 +13,6 @@
 // status set with SetServingStatus, and NOT_SERVING from the moment
 // Shutdown or Close begins. Calls to fleet.Health pass through the
 // server's auth function and interceptors like any other call.
+//
+// It imports no Fleet package but fleet and server.
 package health

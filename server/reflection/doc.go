@@ -14,4 +14,6 @@
 // Method) when each call is answered. Calls to it pass through the
 // server's auth function and interceptors like any other call. The wire
 // format is specified in docs/protocol.md.
+//
+// It imports no Fleet package but fleet, server and codec.
 package reflection
