@@ -52,12 +52,15 @@ type admin struct {
 
 // Register serves fleet.Admin (see Service) on srv. It changes where
 // traffic goes: give srv an auth function (server.WithAuth) unless only
-// trusted callers reach it. It fails when srv already serves a method of
-// fleet.Admin. Call it before serving, like any registration.
+// trusted callers reach it. It fails, registering nothing, when srv
+// already serves a method of fleet.Admin. Call it before serving, like any registration.
 func Register(srv *server.Server, cfg Config) error {
 	a := &admin{srv: srv, log: cfg.Logger}
 	if a.log == nil {
 		a.log = slog.Default()
+	}
+	if _, taken := srv.Method(Service, "Steer"); taken {
+		return fmt.Errorf("admin: %s.Steer is already registered", Service)
 	}
 	if err := server.Handle(srv, Service, "Published", a.published); err != nil {
 		return err

@@ -3,6 +3,7 @@ package reflection
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"sort"
 	"sync"
@@ -115,12 +116,15 @@ type reflection struct {
 
 // Register serves fleet.Reflection (see Service) on srv, describing the
 // services registered on srv when each call is answered, so services
-// registered after it are described too. It fails when srv already serves
-// a method of fleet.Reflection. Call it before serving, like any
+// registered after it are described too. It fails, registering nothing,
+// when srv already serves a method of fleet.Reflection. Call it before serving, like any
 // registration. A server without it does not describe itself: `fleet
 // list` and `describe` then fail with Unimplemented and `fleet call`
 // falls back to plain JSON.
 func Register(srv *server.Server) error {
+	if _, taken := srv.Method(Service, "Describe"); taken {
+		return fmt.Errorf("reflection: %s.Describe is already registered", Service)
+	}
 	r := &reflection{srv: srv}
 	if err := server.Handle(srv, Service, "List", r.List); err != nil {
 		return err
