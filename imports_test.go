@@ -25,6 +25,10 @@ var importRules = []struct {
 	{pkg: "internal/transport", forbidden: []string{"*"}},
 	{pkg: "internal/memconn", forbidden: []string{"*"}},
 	{pkg: "server", forbidden: []string{"client", "selector", "registry/static"}},
+	// The built-in services reach the server only through its public API.
+	{pkg: "server/health", forbidden: []string{"*"}, allowed: []string{"", "server"}},
+	{pkg: "server/reflection", forbidden: []string{"*"}, allowed: []string{"", "server", "codec"}},
+	{pkg: "server/admin", forbidden: []string{"*"}, allowed: []string{"", "server", "registry"}},
 	{pkg: "client", forbidden: []string{"server", "registry/static"}},
 	{pkg: "registry/static", forbidden: []string{"client", "server", "protocol", "selector"}},
 }

@@ -32,9 +32,16 @@
 // ResourceExhausted. Shutdown drains gracefully (see its doc); Publish
 // ties the server's lifetime to a registry record.
 //
-// Every server answers health checks as the service HealthService
-// ("fleet.Health", method "Check"): SERVING per registered service, or the
-// status set with SetServingStatus, and NOT_SERVING once Shutdown begins.
+// A server keeps a serving status per service (ServingStatus): SERVING
+// per registered service, or the status set with SetServingStatus, and
+// NOT_SERVING once Shutdown begins. The built-in services live in packages
+// of their own and are registered explicitly, through this package's
+// public API, as grpc-go's are: health.Register (package server/health)
+// serves that status as "fleet.Health"; reflection.Register
+// (server/reflection) serves "fleet.Reflection", which `fleet list`,
+// `describe` and `call` read; admin.Register (server/admin) serves
+// "fleet.Admin", through which an operator steers the records Publish
+// keeps (Publications).
 //
 // Hooks (WithPlugin), interceptors (WithInterceptor) and an auth function
 // (WithAuth) extend it. All Server methods are safe for concurrent use.

@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"maps"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/fleetrpc/fleet/registry"
@@ -70,7 +73,7 @@ func (s *Server) Publish(ctx context.Context, reg registry.Registrar, inst regis
 				lastCalls, last = calls, now
 				uctx, cancel := context.WithTimeout(context.Background(), cfg.LoadInterval)
 				// The record as it stands, with any operator change (fleet.Admin).
-				if err := pub.write(uctx, func(in *registry.Instance) { in.Load = load }); err != nil {
+				if err := pub.Update(uctx, func(in *registry.Instance) { in.Load = load }); err != nil {
 					s.opts.logger.Warn("fleet server: publishing load", "service", inst.Service, "err", err)
 				}
 				cancel()
@@ -91,5 +94,71 @@ func (s *Server) Publish(ctx context.Context, reg registry.Registrar, inst regis
 		case <-ctx.Done():
 		}
 	})
+	return nil
+}
+
+// publications are the records Publish keeps registered.
+type publications struct {
+	mu   sync.Mutex
+	list []*Publication
+}
+
+// Publication is one record that Publish keeps in a registry. Its
+// methods are safe for concurrent use: changes (Update) and the server's
+// load reports are written one at a time, each on top of the other, so
+// neither undoes the other.
+type Publication struct {
+	mu   sync.Mutex
+	reg  registry.Registrar
+	inst registry.Instance
+}
+
+func (p *publications) add(reg registry.Registrar, inst registry.Instance) *Publication {
+	pub := &Publication{reg: reg, inst: inst}
+	p.mu.Lock()
+	p.list = append(p.list, pub)
+	p.mu.Unlock()
+	return pub
+}
+
+func (p *publications) remove(pub *Publication) {
+	p.mu.Lock()
+	p.list = slices.DeleteFunc(p.list, func(x *Publication) bool { return x == pub })
+	p.mu.Unlock()
+}
+
+// Publications returns the records Publish keeps registered now, in the
+// order they were published; a record leaves the list when Shutdown
+// deregisters it. Operator tools (package server/admin) read and change
+// them. The slice is the caller's. Safe for concurrent use.
+func (s *Server) Publications() []*Publication {
+	s.pubs.mu.Lock()
+	defer s.pubs.mu.Unlock()
+	return slices.Clone(s.pubs.list)
+}
+
+// Instance returns the record as last written to its registry (a copy).
+func (pub *Publication) Instance() registry.Instance {
+	pub.mu.Lock()
+	defer pub.mu.Unlock()
+	in := pub.inst
+	in.Tags = slices.Clone(in.Tags)
+	in.Meta = maps.Clone(in.Meta)
+	return in
+}
+
+// Update applies change to a copy of the record and writes it to the
+// registry (registry.Registrar.Update with ctx); the change is kept, and
+// later load reports carry it, only when the write succeeds. It returns
+// the registrar's error. change must not keep the *registry.Instance.
+func (pub *Publication) Update(ctx context.Context, change func(*registry.Instance)) error {
+	pub.mu.Lock()
+	defer pub.mu.Unlock()
+	in := pub.inst
+	change(&in)
+	if err := pub.reg.Update(ctx, in); err != nil {
+		return err
+	}
+	pub.inst = in
 	return nil
 }

@@ -29,8 +29,8 @@ type Server struct {
 	// streamHandlers maps "service\x00method" to *streamHandler (stream.go).
 	streamHandlers sync.Map
 	regMu          sync.Mutex
-	health         health
-	pubs           publications // what Publish registered, for fleet.Admin
+	statuses       statuses     // set with SetServingStatus
+	pubs           publications // what Publish registered (Publications)
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -81,9 +81,6 @@ func New(opts ...Option) *Server {
 	s.chain = buildChain(s.opts.interceptors, s.runHandler)
 	empty := map[string]*service{}
 	s.services.Store(&empty)
-	s.registerHealth()
-	s.registerReflection()
-	s.registerAdmin()
 	if s.opts.workers > 0 {
 		s.tasks = make(chan task, s.opts.workers)
 		for i := 0; i < s.opts.workers; i++ {
@@ -187,10 +184,11 @@ func (s *Server) addMethods(name string, methods map[string]*methodType, merge b
 	return nil
 }
 
-// Services returns the registered service names and their sorted methods,
-// including the server's built-in services (fleet.Health, fleet.Reflection
-// unless WithoutReflection, fleet.Admin with WithAdmin), whose names all
-// start with "fleet.". Safe for concurrent use.
+// Services returns the registered service names and their sorted unary
+// methods (streaming methods are in StreamMethods), including services
+// registered by other packages, such as fleet.Health (package
+// server/health), fleet.Reflection (server/reflection) and fleet.Admin
+// (server/admin). The map is the caller's. Safe for concurrent use.
 func (s *Server) Services() map[string][]string {
 	out := map[string][]string{}
 	for name, svc := range *s.services.Load() {

@@ -22,7 +22,7 @@ import (
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/client"
 	"github.com/fleetrpc/fleet/codec"
-	"github.com/fleetrpc/fleet/server"
+	"github.com/fleetrpc/fleet/server/reflection"
 )
 
 func init() {
@@ -207,12 +207,12 @@ func runCall(cmd *cobra.Command, f *callFlags, rawTarget, fullMethod, data strin
 
 // callResult is what doCall reports besides its error.
 type callResult struct {
-	reply   []byte                   // the reply as indented JSON
-	codec   string                   // the codec used
-	desc    *server.ReflectionMethod // the reflected types; nil without reflection
-	where   string                   // the server or registry called
-	md      fleet.Metadata           // response metadata
-	elapsed time.Duration            // the call alone, without reflection
+	reply   []byte                 // the reply as indented JSON
+	codec   string                 // the codec used
+	desc    *reflection.MethodInfo // the reflected types; nil without reflection
+	where   string                 // the server or registry called
+	md      fleet.Metadata         // response metadata
+	elapsed time.Duration          // the call alone, without reflection
 }
 
 // doCall calls fullMethod on t with the JSON argument in. codecMode is
@@ -229,11 +229,11 @@ func doCall(ctx context.Context, t *target, codecMode, fullMethod string, in []b
 
 	// Choose the codec and build the argument and reply values.
 	mode := codecMode
-	var desc *server.ReflectionMethod
+	var desc *reflection.MethodInfo
 	switch mode {
 	case "auto", "protobuf":
-		var d server.ReflectionDescription
-		err := t.reflect(ctx, "Describe", &server.ReflectionDescribeRequest{Service: service, Method: method}, &d)
+		var d reflection.DescribeReply
+		err := t.reflect(ctx, "Describe", &reflection.DescribeRequest{Service: service, Method: method}, &d)
 		switch {
 		case err == nil && len(d.Methods) == 1:
 			desc = &d.Methods[0]
@@ -326,7 +326,7 @@ func doCall(ctx context.Context, t *target, codecMode, fullMethod string, in []b
 	return res, nil
 }
 
-func typeName(t server.ReflectionType) string {
+func typeName(t reflection.TypeInfo) string {
 	if t.Protobuf != "" {
 		return t.Protobuf + " (protobuf)"
 	}
@@ -412,7 +412,7 @@ func jsonSafe(v any) any {
 
 // messageDescriptor builds the message descriptor of a reflected protobuf
 // type from its FileDescriptorSet.
-func messageDescriptor(t server.ReflectionType) (protoreflect.MessageDescriptor, error) {
+func messageDescriptor(t reflection.TypeInfo) (protoreflect.MessageDescriptor, error) {
 	var set descriptorpb.FileDescriptorSet
 	if err := proto.Unmarshal(t.FileDescriptorSet, &set); err != nil {
 		return nil, fmt.Errorf("descriptor of %s: %w", t.Protobuf, err)

@@ -23,6 +23,7 @@ import (
 	"github.com/fleetrpc/fleet/registry/etcd"
 	"github.com/fleetrpc/fleet/registry/etcd/embedded"
 	"github.com/fleetrpc/fleet/server"
+	"github.com/fleetrpc/fleet/server/reflection"
 )
 
 // Ops is a service for the CLI tests: metadata, deadlines, a proto-free
@@ -62,10 +63,23 @@ func (Ops) Wait(ctx context.Context, _ *struct{}, _ *struct{}) error {
 	return fleet.FromContextError(ctx.Err())
 }
 
-// startServer serves Arith, Hello and Ops on loopback.
+// startServer serves Arith, Hello and Ops on loopback, with health and
+// reflection as the demo's servers have them.
 func startServer(t *testing.T, opts ...server.Option) string {
 	t.Helper()
+	return startServerBuiltins(t, true, opts...)
+}
+
+// startServerBuiltins is startServer, without health and reflection
+// unless builtins is set.
+func startServerBuiltins(t *testing.T, builtins bool, opts ...server.Option) string {
+	t.Helper()
 	srv := server.New(append([]server.Option{server.WithLogger(quietLogger())}, opts...)...)
+	if builtins {
+		if err := registerBuiltins(srv, false); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, r := range []any{demo.Arith{}, &demo.Hello{}, Ops{}} {
 		if err := srv.Register(r); err != nil {
 			t.Fatal(err)
@@ -230,13 +244,13 @@ func TestCallExitStatus(t *testing.T) {
 }
 
 func TestCallWithoutReflection(t *testing.T) {
-	addr := startServer(t, server.WithoutReflection())
+	addr := startServerBuiltins(t, false)
 	out, errs, status := run(t, "", newCallCmd, addr, "Arith.Add", `{"A":1,"B":2}`)
 	if status != 0 || out != "3\n" {
 		t.Fatalf("status %d, stdout %q, stderr %q", status, out, errs)
 	}
 	_, errs, status = run(t, "", newListCmd, addr)
-	if status != 64+int(fleet.Unimplemented) || !strings.Contains(errs, "WithoutReflection") {
+	if status != 64+int(fleet.Unimplemented) || !strings.Contains(errs, "reflection.Register") {
 		t.Fatalf("list: status %d, stderr %q", status, errs)
 	}
 }
@@ -244,6 +258,9 @@ func TestCallWithoutReflection(t *testing.T) {
 func TestCallTLS(t *testing.T) {
 	srvCfg, _ := testutil.TLSConfigs(t)
 	srv := server.New(server.WithTLS(srvCfg), server.WithLogger(quietLogger()))
+	if err := registerBuiltins(srv, false); err != nil {
+		t.Fatal(err)
+	}
 	if err := srv.Register(demo.Arith{}); err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +310,7 @@ func TestListAndDescribe(t *testing.T) {
 		t.Fatalf("list Nope: status %d, stderr %q", status, errs)
 	}
 	out, _, status = run(t, "", newListCmd, "--json", addr)
-	var list server.ReflectionList
+	var list reflection.ListReply
 	if status != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list.Codecs) == 0 || len(list.Services) < 4 {
 		t.Fatalf("list --json: status %d, stdout %q", status, out)
 	}
@@ -319,7 +336,7 @@ func TestListAndDescribe(t *testing.T) {
 		t.Fatalf("describe fleet.Reflection: status %d\n%s", status, out)
 	}
 	out, _, status = run(t, "", newDescribeCmd, "--json", addr, "Hello.Say")
-	var d server.ReflectionDescription
+	var d reflection.DescribeReply
 	if status != 0 || json.Unmarshal([]byte(out), &d) != nil || d.Methods[0].Args.Protobuf != "pb.BenchmarkMessage" {
 		t.Fatalf("describe --json: status %d\n%s", status, out)
 	}

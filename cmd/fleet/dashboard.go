@@ -27,7 +27,8 @@ import (
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/client"
 	"github.com/fleetrpc/fleet/registry"
-	"github.com/fleetrpc/fleet/server"
+	"github.com/fleetrpc/fleet/server/admin"
+	"github.com/fleetrpc/fleet/server/reflection"
 )
 
 //go:embed dashboard
@@ -304,8 +305,8 @@ func (d *dashboard) apiMethods(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	var list server.ReflectionList
-	if err := t.reflect(ctx, "List", &server.ReflectionListRequest{}, &list); err != nil {
+	var list reflection.ListReply
+	if err := t.reflect(ctx, "List", &reflection.ListRequest{}, &list); err != nil {
 		writeJSON(w, http.StatusBadGateway, apiError(err))
 		return
 	}
@@ -410,7 +411,7 @@ type apiSteerRequest struct {
 }
 
 // apiSteer answers POST /api/steer (JSON body, same origin): it asks the
-// instance, through its fleet.Admin service (servers built WithAdmin),
+// instance, through its fleet.Admin service (servers that registered it with admin.Register),
 // to change the weight or state of its record for the service; the
 // server writes the record and clients follow through the registry. The
 // address must be one the registry lists for the service.
@@ -447,16 +448,16 @@ func (d *dashboard) apiSteer(w http.ResponseWriter, r *http.Request) {
 		network = "tcp"
 	}
 	c, err := client.Dial(ctx, network, in.Addr, append([]client.Option{client.WithHeartbeat(0)}, t.opts...)...)
-	var pub server.AdminPublished
+	var pub admin.Published
 	if err == nil {
-		err = c.Call(ctx, server.AdminService, "Steer", &server.AdminSteerRequest{Service: req.Service, Weight: req.Weight, State: registry.State(req.State)}, &pub)
+		err = c.Call(ctx, admin.Service, "Steer", &admin.SteerRequest{Service: req.Service, Weight: req.Weight, State: registry.State(req.State)}, &pub)
 		c.Close()
 	}
 	d.log.Info("fleet dashboard: steer", "service", req.Service, "addr", req.Addr, "weight", req.Weight, "state", req.State,
 		"remote", r.RemoteAddr, "code", fleet.CodeOf(err).String())
 	if err != nil {
 		if isNoAdmin(err) {
-			err = fleet.Errorf(fleet.Unimplemented, "%s does not serve %s (start it with server.WithAdmin)", req.Addr, server.AdminService)
+			err = fleet.Errorf(fleet.Unimplemented, "%s does not serve %s (see admin.Register)", req.Addr, admin.Service)
 		}
 		writeJSON(w, http.StatusBadGateway, apiError(&callError{"steer " + req.Addr, err}))
 		return
@@ -466,7 +467,7 @@ func (d *dashboard) apiSteer(w http.ResponseWriter, r *http.Request) {
 
 func isNoAdmin(err error) bool {
 	var fe *fleet.Error
-	return errors.As(err, &fe) && fe.Code() == fleet.NotFound && strings.Contains(fe.Message(), fmt.Sprintf("%q", server.AdminService))
+	return errors.As(err, &fe) && fe.Code() == fleet.NotFound && strings.Contains(fe.Message(), fmt.Sprintf("%q", admin.Service))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -41,7 +41,10 @@ func startDemoFleet(t *testing.T) *demoFleet {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	for w := 1; w <= 3; w++ {
-		srv := server.New(server.WithLogger(quietLogger()), server.WithAdmin())
+		srv := server.New(server.WithLogger(quietLogger()))
+		if err := registerBuiltins(srv, true); err != nil {
+			t.Fatal(err)
+		}
 		if err := srv.Register(demo.Arith{}); err != nil {
 			t.Fatal(err)
 		}
@@ -295,6 +298,9 @@ func TestDashboardSafety(t *testing.T) {
 	}
 
 	srv := server.New(server.WithLogger(quietLogger()))
+	if err := registerBuiltins(srv, false); err != nil {
+		t.Fatal(err)
+	}
 	srv.Register(demo.Arith{})
 	addr := serveNoCleanup(t, srv)
 	defer srv.Close()
@@ -312,7 +318,7 @@ func TestDashboardSafety(t *testing.T) {
 	if status != 200 || string(out.Reply) != "4" {
 		t.Fatalf("bearer token: %d %+v", status, out)
 	}
-	// Steering a server built without WithAdmin: a clear error.
+	// Steering a server without fleet.Admin: a clear error.
 	req, _ := http.NewRequest(http.MethodPost, hs.URL+"/api/steer", strings.NewReader(`{"service":"Arith","addr":"`+addr+`","weight":2}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer t0k")
@@ -322,7 +328,7 @@ func TestDashboardSafety(t *testing.T) {
 	}
 	sb, _ := io.ReadAll(sresp.Body)
 	sresp.Body.Close()
-	if sresp.StatusCode != http.StatusBadGateway || !strings.Contains(string(sb), "WithAdmin") || !strings.Contains(string(sb), "unimplemented") {
+	if sresp.StatusCode != http.StatusBadGateway || !strings.Contains(string(sb), "admin.Register") || !strings.Contains(string(sb), "unimplemented") {
 		t.Fatalf("steer without admin: %d %s", sresp.StatusCode, sb)
 	}
 

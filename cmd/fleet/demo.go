@@ -20,6 +20,9 @@ import (
 	"github.com/fleetrpc/fleet/registry"
 	"github.com/fleetrpc/fleet/selector"
 	"github.com/fleetrpc/fleet/server"
+	"github.com/fleetrpc/fleet/server/admin"
+	"github.com/fleetrpc/fleet/server/health"
+	"github.com/fleetrpc/fleet/server/reflection"
 	"github.com/spf13/cobra"
 )
 
@@ -81,8 +84,27 @@ type demoServer struct {
 	done  chan struct{}
 }
 
+// registerBuiltins serves fleet.Health and fleet.Reflection on srv, so
+// that health checks and `fleet list`, `describe` and `call` work against
+// it, and fleet.Admin (for the dashboard's steering) when steer is set.
+func registerBuiltins(srv *server.Server, steer bool) error {
+	if err := health.Register(srv); err != nil {
+		return err
+	}
+	if err := reflection.Register(srv); err != nil {
+		return err
+	}
+	if steer {
+		return admin.Register(srv, admin.Config{Logger: quietLogger()})
+	}
+	return nil
+}
+
 func startDemoServer(ctx context.Context, b *registryBackend, weight int, network string) (*demoServer, error) {
 	d := &demoServer{srv: server.New(server.WithLogger(quietLogger())), hello: &demo.Hello{}, done: make(chan struct{})}
+	if err := registerBuiltins(d.srv, false); err != nil {
+		return nil, err
+	}
 	if err := d.srv.Register(demo.Arith{}); err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/fleetrpc/fleet"
-	"github.com/fleetrpc/fleet/server"
+	"github.com/fleetrpc/fleet/server/reflection"
 )
 
 type listFlags struct {
@@ -47,8 +47,8 @@ Service.Method, one a line. --json prints the whole reflection reply
 				return err
 			}
 			defer t.close()
-			var list server.ReflectionList
-			if err := t.reflect(ctx, "List", &server.ReflectionListRequest{}, &list); err != nil {
+			var list reflection.ListReply
+			if err := t.reflect(ctx, "List", &reflection.ListRequest{}, &list); err != nil {
 				return err
 			}
 			w := cmd.OutOrStdout()
@@ -115,12 +115,12 @@ JSON Schema. --json prints the reflection reply as JSON.
 				return err
 			}
 			defer t.close()
-			var d server.ReflectionDescription
-			err = t.reflect(ctx, "Describe", &server.ReflectionDescribeRequest{Service: service, Method: method}, &d)
+			var d reflection.DescribeReply
+			err = t.reflect(ctx, "Describe", &reflection.DescribeRequest{Service: service, Method: method}, &d)
 			if err != nil && method != "" && fleet.CodeOf(err) == fleet.NotFound {
 				// "fleet.Reflection" alone is a service whose name holds a dot.
-				var d2 server.ReflectionDescription
-				if t.reflect(ctx, "Describe", &server.ReflectionDescribeRequest{Service: args[1]}, &d2) == nil {
+				var d2 reflection.DescribeReply
+				if t.reflect(ctx, "Describe", &reflection.DescribeRequest{Service: args[1]}, &d2) == nil {
 					d, err = d2, nil
 				}
 			}
@@ -156,13 +156,13 @@ func printJSON(w io.Writer, v any) error {
 }
 
 // printMethod prints one method's argument and reply types.
-func printMethod(w io.Writer, m server.ReflectionMethod) {
+func printMethod(w io.Writer, m reflection.MethodInfo) {
 	fmt.Fprintf(w, "%s.%s\n", m.Service, m.Name)
 	printType(w, "args", m.Args)
 	printType(w, "reply", m.Reply)
 }
 
-func printType(w io.Writer, label string, t server.ReflectionType) {
+func printType(w io.Writer, label string, t reflection.TypeInfo) {
 	if t.Protobuf != "" {
 		fmt.Fprintf(w, "  %s: %s (Go %s)\n", label, t.Protobuf, t.GoType)
 		md, err := messageDescriptor(t)

@@ -107,7 +107,11 @@ func startPlayground(ctx context.Context, f demoFlags) (pg *playground, err erro
 			lis.Close()
 			return nil, err
 		}
-		srv := server.New(server.WithLogger(quietLogger()), sm.Option(), server.WithAdmin())
+		srv := server.New(server.WithLogger(quietLogger()), sm.Option())
+		if err := registerBuiltins(srv, true); err != nil {
+			lis.Close()
+			return nil, err
+		}
 		if err := srv.Register(demo.Arith{}); err != nil {
 			lis.Close()
 			return nil, err

@@ -19,7 +19,7 @@ import (
 	"github.com/fleetrpc/fleet/registry"
 	"github.com/fleetrpc/fleet/registry/static"
 	"github.com/fleetrpc/fleet/selector"
-	"github.com/fleetrpc/fleet/server"
+	"github.com/fleetrpc/fleet/server/reflection"
 )
 
 // connFlags are the flags every command that reaches a server shares.
@@ -226,9 +226,9 @@ func (t *target) reflect(ctx context.Context, method string, args, reply any) er
 		return err
 	}
 	defer c.Close()
-	if err := c.Call(ctx, server.ReflectionService, method, args, reply); err != nil {
+	if err := c.Call(ctx, reflection.Service, method, args, reply); err != nil {
 		if isNoReflection(err) {
-			return &callError{"reflection", fleet.Errorf(fleet.Unimplemented, "the server does not serve %s (built WithoutReflection?)", server.ReflectionService)}
+			return &callError{"reflection", fleet.Errorf(fleet.Unimplemented, "the server does not serve %s (see reflection.Register)", reflection.Service)}
 		}
 		return &callError{"reflection", err}
 	}
@@ -239,7 +239,7 @@ func (t *target) reflect(ctx context.Context, method string, args, reply any) er
 // service.
 func isNoReflection(err error) bool {
 	var fe *fleet.Error
-	return errors.As(err, &fe) && fe.Code() == fleet.NotFound && strings.Contains(fe.Message(), fmt.Sprintf("%q", server.ReflectionService))
+	return errors.As(err, &fe) && fe.Code() == fleet.NotFound && strings.Contains(fe.Message(), fmt.Sprintf("%q", reflection.Service))
 }
 
 // invoker makes the call itself: on one connection for a direct target,

@@ -1,8 +1,9 @@
-package server
+package reflection
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"sort"
 	"sync"
@@ -14,72 +15,72 @@ import (
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/codec"
+	"github.com/fleetrpc/fleet/server"
 )
 
-// ReflectionService is the name of the built-in service through which
-// every server describes itself (unless built WithoutReflection). It has
-// two methods:
+// Service is the name under which Register serves reflection. It has two
+// methods:
 //
-//	List(*ReflectionListRequest, *ReflectionList)          services, methods, codecs
-//	Describe(*ReflectionDescribeRequest, *ReflectionDescription) argument and reply types
+//	List(*ListRequest, *ListReply)             services, methods, codecs
+//	Describe(*DescribeRequest, *DescribeReply) argument and reply types
 //
 // Both take any codec that can encode Go structs (JSON, MessagePack, Gob).
 // Calls to it pass through the server's auth function and interceptors
 // like any other call. The wire format is described in docs/protocol.md.
-const ReflectionService = "fleet.Reflection"
+const Service = "fleet.Reflection"
 
-// ReflectionListRequest is the argument of fleet.Reflection.List. It has
+// ListRequest is the argument of fleet.Reflection.List. It has
 // no fields; an empty object (or a nil payload) is a valid request.
-type ReflectionListRequest struct{}
+type ListRequest struct{}
 
-// ReflectionList is the reply of fleet.Reflection.List.
-type ReflectionList struct {
+// ListReply is the reply of fleet.Reflection.List.
+type ListReply struct {
 	// Services are the registered services sorted by name, including
 	// fleet.Reflection itself.
-	Services []ReflectionServiceInfo `json:"services"`
+	Services []ServiceInfo `json:"services"`
 	// Codecs are the codecs the server accepts, sorted by ID.
-	Codecs []ReflectionCodec `json:"codecs"`
+	Codecs []CodecInfo `json:"codecs"`
 }
 
-// ReflectionServiceInfo names one service and its methods, sorted.
+// ServiceInfo names one service and its methods, sorted.
 // Aliases appear as methods of their own.
-type ReflectionServiceInfo struct {
+type ServiceInfo struct {
 	Name    string   `json:"name"`
 	Methods []string `json:"methods"`
 }
 
-// ReflectionCodec is one codec registered in the server's process: its
+// CodecInfo is one codec registered in the server's process: its
 // one-byte ID as carried in the frame header and its Name.
-type ReflectionCodec struct {
+type CodecInfo struct {
 	ID   uint8  `json:"id"`
 	Name string `json:"name"`
 }
 
-// ReflectionDescribeRequest is the argument of fleet.Reflection.Describe:
+// DescribeRequest is the argument of fleet.Reflection.Describe:
 // Service is required; an empty Method describes every method of the
 // service.
-type ReflectionDescribeRequest struct {
+type DescribeRequest struct {
 	Service string `json:"service"`
 	Method  string `json:"method,omitempty"`
 }
 
-// ReflectionDescription is the reply of fleet.Reflection.Describe.
-type ReflectionDescription struct {
+// DescribeReply is the reply of fleet.Reflection.Describe.
+type DescribeReply struct {
 	// Methods holds the described methods sorted by name.
-	Methods []ReflectionMethod `json:"methods"`
-	// Codecs are the codecs the server accepts, as in ReflectionList.
-	Codecs []ReflectionCodec `json:"codecs"`
+	Methods []MethodInfo `json:"methods"`
+	// Codecs are the codecs the server accepts, as in ListReply.
+	Codecs []CodecInfo `json:"codecs"`
 }
 
-// ReflectionMethod describes one method: its argument and reply types.
-type ReflectionMethod struct {
-	Service string         `json:"service"`
-	Name    string         `json:"name"`
-	Args    ReflectionType `json:"args"`
-	Reply   ReflectionType `json:"reply"`
+// MethodInfo describes one method: its argument and reply types.
+type MethodInfo struct {
+	Service string   `json:"service"`
+	Name    string   `json:"name"`
+	Args    TypeInfo `json:"args"`
+	Reply   TypeInfo `json:"reply"`
 }
 
-// ReflectionType describes the type of a method's argument or reply (the
+// TypeInfo describes the type of a method's argument or reply (the
 // type A or R of a method taking *A and *R).
 //
 // For a generated protobuf message (*A implements proto.Message),
@@ -98,7 +99,7 @@ type ReflectionMethod struct {
 // Example, for both kinds, is encoding/json's encoding of the type's zero
 // value: a template of the JSON shape (for protobuf messages, field names
 // follow the generated struct's json tags, not protojson).
-type ReflectionType struct {
+type TypeInfo struct {
 	// GoType is the Go type as reflect prints it, such as "demo.Args".
 	GoType            string          `json:"go_type"`
 	Protobuf          string          `json:"protobuf,omitempty"`
@@ -109,29 +110,34 @@ type ReflectionType struct {
 
 // reflection is the receiver of the fleet.Reflection service.
 type reflection struct {
-	s     *Server
-	types sync.Map // reflect.Type -> *ReflectionType, built once per type
+	srv   *server.Server
+	types sync.Map // reflect.Type -> *TypeInfo, built once per type
 }
 
-// registerReflection installs fleet.Reflection unless WithoutReflection
-// was given. It bypasses the register hooks: the service is part of every
-// server, not an application service to announce.
-func (s *Server) registerReflection() {
-	for _, p := range s.opts.plugins {
-		if _, ok := p.(noReflection); ok {
-			return
-		}
+// Register serves fleet.Reflection (see Service) on srv, describing the
+// services registered on srv when each call is answered, so services
+// registered after it are described too. It fails, registering nothing,
+// when srv already serves a method of fleet.Reflection. Call it before serving, like any
+// registration. A server without it does not describe itself: `fleet
+// list` and `describe` then fail with Unimplemented and `fleet call`
+// falls back to plain JSON.
+func Register(srv *server.Server) error {
+	if _, taken := srv.Method(Service, "Describe"); taken {
+		return fmt.Errorf("reflection: %s.Describe is already registered", Service)
 	}
-	r := &reflection{s: s}
-	s.registerBuiltin(ReflectionService, map[string]any{"List": r.List, "Describe": r.Describe})
+	r := &reflection{srv: srv}
+	if err := server.Handle(srv, Service, "List", r.List); err != nil {
+		return err
+	}
+	return server.Handle(srv, Service, "Describe", r.Describe)
 }
 
 // List answers fleet.Reflection.List.
-func (r *reflection) List(_ context.Context, _ *ReflectionListRequest, reply *ReflectionList) error {
-	svcs := *r.s.services.Load()
-	reply.Services = make([]ReflectionServiceInfo, 0, len(svcs))
-	for name, svc := range svcs {
-		reply.Services = append(reply.Services, ReflectionServiceInfo{Name: name, Methods: svc.methodNames()})
+func (r *reflection) List(_ context.Context, _ *ListRequest, reply *ListReply) error {
+	svcs := r.srv.Services()
+	reply.Services = make([]ServiceInfo, 0, len(svcs))
+	for name, methods := range svcs {
+		reply.Services = append(reply.Services, ServiceInfo{Name: name, Methods: methods})
 	}
 	sort.Slice(reply.Services, func(i, j int) bool { return reply.Services[i].Name < reply.Services[j].Name })
 	reply.Codecs = reflectCodecs()
@@ -140,44 +146,37 @@ func (r *reflection) List(_ context.Context, _ *ReflectionListRequest, reply *Re
 
 // Describe answers fleet.Reflection.Describe. An unknown service or method
 // fails with NotFound, an empty service name with InvalidArgument.
-func (r *reflection) Describe(_ context.Context, req *ReflectionDescribeRequest, reply *ReflectionDescription) error {
+func (r *reflection) Describe(_ context.Context, req *DescribeRequest, reply *DescribeReply) error {
 	if req.Service == "" {
 		return fleet.NewError(fleet.InvalidArgument, "describe: no service given")
 	}
-	svc := (*r.s.services.Load())[req.Service]
-	if svc == nil {
+	names, ok := r.srv.Services()[req.Service]
+	if !ok {
 		return fleet.Errorf(fleet.NotFound, "unknown service %q", req.Service)
 	}
-	names := svc.methodNames()
 	if req.Method != "" {
-		if svc.methods[req.Method] == nil {
-			return fleet.Errorf(fleet.NotFound, "unknown method %q of service %q", req.Method, req.Service)
-		}
 		names = []string{req.Method}
 	}
 	for _, n := range names {
-		at, rt := methodIOTypes(svc.methods[n])
-		reply.Methods = append(reply.Methods, ReflectionMethod{
+		m, ok := r.srv.Method(req.Service, n)
+		if !ok {
+			return fleet.Errorf(fleet.NotFound, "unknown method %q of service %q", n, req.Service)
+		}
+		reply.Methods = append(reply.Methods, MethodInfo{
 			Service: req.Service, Name: n,
-			Args: *r.describeType(at), Reply: *r.describeType(rt),
+			Args: *r.describeType(m.ArgType), Reply: *r.describeType(m.ReplyType),
 		})
 	}
 	reply.Codecs = reflectCodecs()
 	return nil
 }
 
-// methodIOTypes returns the types A and R of a method taking *A and *R:
-// the one place this file reads the method table's representation.
-func methodIOTypes(m *methodType) (args, reply reflect.Type) {
-	return reflect.TypeOf(m.newArgs()).Elem(), reflect.TypeOf(m.newReply()).Elem()
-}
-
 // describeType returns the (cached) description of t.
-func (r *reflection) describeType(t reflect.Type) *ReflectionType {
+func (r *reflection) describeType(t reflect.Type) *TypeInfo {
 	if v, ok := r.types.Load(t); ok {
-		return v.(*ReflectionType)
+		return v.(*TypeInfo)
 	}
-	d := &ReflectionType{GoType: t.String()}
+	d := &TypeInfo{GoType: t.String()}
 	if ex, err := json.Marshal(reflect.New(t).Interface()); err == nil {
 		d.Example = ex
 	}
@@ -191,7 +190,7 @@ func (r *reflection) describeType(t reflect.Type) *ReflectionType {
 		d.JSONSchema = jsonSchemaOf(t)
 	}
 	v, _ := r.types.LoadOrStore(t, d)
-	return v.(*ReflectionType)
+	return v.(*TypeInfo)
 }
 
 var typeOfProtoMessage = reflect.TypeFor[proto.Message]()
@@ -218,11 +217,11 @@ func fileDescriptorSet(fd protoreflect.FileDescriptor) *descriptorpb.FileDescrip
 }
 
 // reflectCodecs lists the codecs registered in the process, by ID.
-func reflectCodecs() []ReflectionCodec {
-	var out []ReflectionCodec
+func reflectCodecs() []CodecInfo {
+	var out []CodecInfo
 	for id := 0; id < 256; id++ {
 		if c := codec.Get(codec.ID(id)); c != nil {
-			out = append(out, ReflectionCodec{ID: uint8(id), Name: c.Name()})
+			out = append(out, CodecInfo{ID: uint8(id), Name: c.Name()})
 		}
 	}
 	return out

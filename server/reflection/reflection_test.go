@@ -1,4 +1,4 @@
-package server_test
+package reflection_test
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 	"github.com/fleetrpc/fleet/internal/benchpb"
 	"github.com/fleetrpc/fleet/internal/testutil"
 	"github.com/fleetrpc/fleet/server"
+	"github.com/fleetrpc/fleet/server/reflection"
 )
 
 // Shape exercises the encoding/json rules the JSON Schema follows.
@@ -53,35 +54,22 @@ type Inner struct {
 
 func reflServer(t *testing.T, opts ...server.Option) (*server.Server, string) {
 	t.Helper()
-	srv := newServerNoServe(t, opts...)
+	srv := server.New(opts...)
+	if err := reflection.Register(srv); err != nil {
+		t.Fatal(err)
+	}
+	for name, rcvr := range map[string]any{"Svc": Svc{}, "Arith": new(Arith), "Hello": Hello{}, "Greeter": valueRecv{prefix: "hi "}} {
+		if err := srv.RegisterName(name, rcvr); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := srv.RegisterFunction("Fn", "Shape", func(ctx context.Context, in *Shape, out *[]byte) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Alias("Arith", "Multiply", "Mul"); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.RegisterName("Greeter", valueRecv{prefix: "hi "}); err != nil {
-		t.Fatal(err)
-	}
 	return srv, testutil.Serve(t, srv)
-}
-
-// newServerNoServe registers newServer's services without serving, so a
-// test can add more first.
-func newServerNoServe(t *testing.T, opts ...server.Option) *server.Server {
-	t.Helper()
-	srv := server.New(opts...)
-	svc := &Svc{oneway: make(chan string, 16)}
-	if err := srv.RegisterName("Svc", svc); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Register(new(Arith)); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.RegisterName("Hello", &Hello{}); err != nil {
-		t.Fatal(err)
-	}
-	return srv
 }
 
 // TestReflectionList lists services, methods and codecs with each codec a
@@ -90,17 +78,14 @@ func TestReflectionList(t *testing.T) {
 	_, addr := reflServer(t)
 	for _, cd := range []codec.ID{codec.MsgPack, codec.JSON, codec.Gob} {
 		c := dial(t, addr, client.WithCodec(cd))
-		var list server.ReflectionList
-		if err := c.Call(context.Background(), server.ReflectionService, "List", &server.ReflectionListRequest{}, &list); err != nil {
+		var list reflection.ListReply
+		if err := c.Call(context.Background(), reflection.Service, "List", &reflection.ListRequest{}, &list); err != nil {
 			t.Fatalf("codec %d: %v", cd, err)
 		}
 		got := map[string][]string{}
 		var names []string
 		for _, s := range list.Services {
 			names = append(names, s.Name)
-			if strings.HasPrefix(s.Name, "fleet.") && s.Name != server.ReflectionService {
-				continue // other built-in services (health, ...)
-			}
 			got[s.Name] = s.Methods
 		}
 		want := map[string][]string{
@@ -108,7 +93,7 @@ func TestReflectionList(t *testing.T) {
 			"Fn":               {"Shape"},
 			"Greeter":          {"Greet"},
 			"Hello":            {"Say"},
-			"Svc":              {"Block", "Echo", "Fail", "Meta", "Note", "Panic", "Sleep"},
+			"Svc":              {"Echo", "Note", "Sleep"},
 			"fleet.Reflection": {"Describe", "List"},
 		}
 		if !reflect.DeepEqual(got, want) || !slices.IsSorted(names) {
@@ -129,10 +114,10 @@ func TestReflectionList(t *testing.T) {
 	}
 }
 
-func describe(t *testing.T, c *client.Client, svc, method string) *server.ReflectionDescription {
+func describe(t *testing.T, c *client.Client, svc, method string) *reflection.DescribeReply {
 	t.Helper()
-	var d server.ReflectionDescription
-	if err := c.Call(context.Background(), server.ReflectionService, "Describe", &server.ReflectionDescribeRequest{Service: svc, Method: method}, &d); err != nil {
+	var d reflection.DescribeReply
+	if err := c.Call(context.Background(), reflection.Service, "Describe", &reflection.DescribeRequest{Service: svc, Method: method}, &d); err != nil {
 		t.Fatalf("describe %s.%s: %v", svc, method, err)
 	}
 	return &d
@@ -150,13 +135,13 @@ func TestReflectionDescribeForms(t *testing.T) {
 		argSch, replySch string // a fragment of each JSON Schema; "" for protobuf
 		example          string // the args example
 	}{
-		{"Arith", "Multiply", "server_test.Args", "int", `"properties":{"A":{"type":"integer"},"B":{"type":"integer"}}`, `"type":"integer"`, `{"A":0,"B":0}`},
-		{"Arith", "Mul", "server_test.Args", "int", `"title":"server_test.Args"`, `"type":"integer"`, `{"A":0,"B":0}`},
-		{"Arith", "Divide", "server_test.Args", "server_test.Quotient", `"type":"object"`, `"properties":{"Quo":{"type":"integer"},"Rem":{"type":"integer"}}`, `{"A":0,"B":0}`},
+		{"Arith", "Multiply", "reflection_test.Args", "int", `"properties":{"A":{"type":"integer"},"B":{"type":"integer"}}`, `"type":"integer"`, `{"A":0,"B":0}`},
+		{"Arith", "Mul", "reflection_test.Args", "int", `"title":"reflection_test.Args"`, `"type":"integer"`, `{"A":0,"B":0}`},
+		{"Arith", "Divide", "reflection_test.Args", "reflection_test.Quotient", `"type":"object"`, `"properties":{"Quo":{"type":"integer"},"Rem":{"type":"integer"}}`, `{"A":0,"B":0}`},
 		{"Svc", "Sleep", "time.Duration", "string", `"type":"integer"`, `"type":"string"`, `0`},
-		{"Svc", "Note", "server_test.Msg", "struct {}", `"properties":{"S":{"type":"string"}}`, `"type":"object"`, `{"S":""}`},
-		{"Greeter", "Greet", "server_test.Msg", "server_test.Msg", `"S"`, `"S"`, `{"S":""}`},
-		{"Fn", "Shape", "server_test.Shape", "[]uint8", `"name":{"type":"string"}`, `"contentEncoding":"base64"`, ""},
+		{"Svc", "Note", "reflection_test.Msg", "struct {}", `"properties":{"S":{"type":"string"}}`, `"type":"object"`, `{"S":""}`},
+		{"Greeter", "Greet", "reflection_test.Msg", "reflection_test.Msg", `"S"`, `"S"`, `{"S":""}`},
+		{"Fn", "Shape", "reflection_test.Shape", "[]uint8", `"name":{"type":"string"}`, `"contentEncoding":"base64"`, ""},
 		{"Hello", "Say", "benchpb.BenchmarkMessage", "benchpb.BenchmarkMessage", "", "", ""},
 	} {
 		d := describe(t, c, tc.svc, tc.method)
@@ -168,7 +153,7 @@ func TestReflectionDescribeForms(t *testing.T) {
 			t.Errorf("%s.%s described as %s.%s(%s) %s", tc.svc, tc.method, m.Service, m.Name, m.Args.GoType, m.Reply.GoType)
 		}
 		for _, x := range []struct {
-			typ  server.ReflectionType
+			typ  reflection.TypeInfo
 			frag string
 		}{{m.Args, tc.argSch}, {m.Reply, tc.replySch}} {
 			if tc.argSch == "" { // protobuf
@@ -214,7 +199,7 @@ func TestReflectionJSONSchema(t *testing.T) {
 	if err := json.Unmarshal(m.Args.JSONSchema, &sch); err != nil {
 		t.Fatal(err)
 	}
-	if sch.Schema != "https://json-schema.org/draft/2020-12/schema" || sch.Type != "object" || sch.Title != "server_test.Shape" {
+	if sch.Schema != "https://json-schema.org/draft/2020-12/schema" || sch.Type != "object" || sch.Title != "reflection_test.Shape" {
 		t.Fatalf("schema head: %s", m.Args.JSONSchema)
 	}
 	want := map[string]string{
@@ -228,11 +213,11 @@ func TestReflectionJSONSchema(t *testing.T) {
 		"when":   `{"type":"string","format":"date-time"}`,
 		"any":    `{"description":"any JSON value"}`,
 		"raw":    `{"description":"any JSON value"}`,
-		"next":   `{"$ref":"#/$defs/server_test.Shape"}`,
-		"by_id":  `{"type":"object","additionalProperties":{"$ref":"#/$defs/server_test.Shape"}}`,
+		"next":   `{"$ref":"#/$defs/reflection_test.Shape"}`,
+		"by_id":  `{"type":"object","additionalProperties":{"$ref":"#/$defs/reflection_test.Shape"}}`,
 		"depth":  `{"type":"integer"}`,
 		"ok":     `{"type":"boolean"}`,
-		"named":  `{"title":"server_test.Inner","type":"object","properties":{"depth":{"type":"integer"},"ok":{"type":"boolean"}}}`,
+		"named":  `{"title":"reflection_test.Inner","type":"object","properties":{"depth":{"type":"integer"},"ok":{"type":"boolean"}}}`,
 		"Extra":  `{"type":"object","additionalProperties":{"type":"string"}}`,
 	}
 	got := map[string]string{}
@@ -242,7 +227,7 @@ func TestReflectionJSONSchema(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("properties:\n got %v\nwant %v", got, want)
 	}
-	if _, ok := sch.Defs["server_test.Shape"]; !ok {
+	if _, ok := sch.Defs["reflection_test.Shape"]; !ok {
 		t.Fatalf("$defs lack the recursive type: %s", m.Args.JSONSchema)
 	}
 	// Properties keep the field order.
@@ -305,35 +290,36 @@ func mustMarshal(t *testing.T, m proto.Message) []byte {
 	return b
 }
 
-// TestReflectionErrors: bad requests fail with a code; a server built
-// WithoutReflection answers NotFound; auth guards reflection too.
+// TestReflectionErrors: bad requests fail with a code; a server without
+// Register answers NotFound; a second Register fails; auth guards
+// reflection too.
 func TestReflectionErrors(t *testing.T) {
 	_, addr := reflServer(t)
 	c := dial(t, addr)
 	ctx := context.Background()
 	for _, tc := range []struct {
-		req  server.ReflectionDescribeRequest
+		req  reflection.DescribeRequest
 		code fleet.Code
 	}{
-		{server.ReflectionDescribeRequest{}, fleet.InvalidArgument},
-		{server.ReflectionDescribeRequest{Service: "Nope"}, fleet.NotFound},
-		{server.ReflectionDescribeRequest{Service: "Arith", Method: "Nope"}, fleet.NotFound},
+		{reflection.DescribeRequest{}, fleet.InvalidArgument},
+		{reflection.DescribeRequest{Service: "Nope"}, fleet.NotFound},
+		{reflection.DescribeRequest{Service: "Arith", Method: "Nope"}, fleet.NotFound},
 	} {
-		err := c.Call(ctx, server.ReflectionService, "Describe", &tc.req, &server.ReflectionDescription{})
+		err := c.Call(ctx, reflection.Service, "Describe", &tc.req, &reflection.DescribeReply{})
 		if fleet.CodeOf(err) != tc.code {
 			t.Errorf("describe %+v: %v, want %s", tc.req, err, tc.code)
 		}
 	}
 
-	off := server.New(server.WithoutReflection())
+	off := server.New()
 	if err := off.Register(new(Arith)); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := off.Services()[server.ReflectionService]; ok {
-		t.Fatal("WithoutReflection server lists the reflection service")
+	if _, ok := off.Services()[reflection.Service]; ok {
+		t.Fatal("a server without reflection.Register lists the reflection service")
 	}
 	c2 := dial(t, testutil.Serve(t, off))
-	err := c2.Call(ctx, server.ReflectionService, "List", &server.ReflectionListRequest{}, &server.ReflectionList{})
+	err := c2.Call(ctx, reflection.Service, "List", &reflection.ListRequest{}, &reflection.ListReply{})
 	if fleet.CodeOf(err) != fleet.NotFound {
 		t.Fatalf("list without reflection: %v", err)
 	}
@@ -345,20 +331,26 @@ func TestReflectionErrors(t *testing.T) {
 		}
 		return nil
 	}))
+	if err := reflection.Register(guarded); err != nil {
+		t.Fatal(err)
+	}
+	if err := reflection.Register(guarded); err == nil {
+		t.Fatal("second Register succeeded")
+	}
 	gaddr := testutil.Serve(t, guarded)
-	err = dial(t, gaddr).Call(ctx, server.ReflectionService, "List", &server.ReflectionListRequest{}, &server.ReflectionList{})
+	err = dial(t, gaddr).Call(ctx, reflection.Service, "List", &reflection.ListRequest{}, &reflection.ListReply{})
 	if fleet.CodeOf(err) != fleet.Unauthenticated {
 		t.Fatalf("list without token: %v", err)
 	}
-	var list server.ReflectionList
-	if err := dial(t, gaddr, client.WithAuthToken("secret")).Call(ctx, server.ReflectionService, "List", &server.ReflectionListRequest{}, &list); err != nil {
+	var list reflection.ListReply
+	if err := dial(t, gaddr, client.WithAuthToken("secret")).Call(ctx, reflection.Service, "List", &reflection.ListRequest{}, &list); err != nil {
 		t.Fatalf("list with token: %v", err)
 	}
 	found := false
 	for _, svc := range list.Services {
-		found = found || svc.Name == server.ReflectionService
+		found = found || svc.Name == reflection.Service
 	}
 	if !found {
-		t.Fatalf("list with token: %+v lacks %s", list, server.ReflectionService)
+		t.Fatalf("list with token: %+v lacks %s", list, reflection.Service)
 	}
 }

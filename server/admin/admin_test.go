@@ -1,17 +1,40 @@
-package server_test
+package admin_test
 
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/fleetrpc/fleet"
+	"github.com/fleetrpc/fleet/client"
 	"github.com/fleetrpc/fleet/internal/testutil"
 	"github.com/fleetrpc/fleet/registry"
 	"github.com/fleetrpc/fleet/registry/static"
 	"github.com/fleetrpc/fleet/server"
+	"github.com/fleetrpc/fleet/server/admin"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// Arith is an application service to publish.
+type Arith struct{}
+
+func (Arith) Add(_ context.Context, in *[2]int, out *int) error { *out = in[0] + in[1]; return nil }
+
+func dial(t *testing.T, addr string) *client.Client {
+	t.Helper()
+	c, err := client.Dial(context.Background(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
 
 // waitRecord polls the table until a record of service matches ok
 // (bounded by 10 s).
@@ -46,8 +69,11 @@ func TestAdminSteer(t *testing.T) {
 	disc := table.Discovery()
 	defer disc.Close()
 
-	srv := server.New(server.WithAdmin(), server.WithLogger(discardLogger()))
-	if err := srv.Register(new(Arith)); err != nil {
+	srv := server.New()
+	if err := admin.Register(srv, admin.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Register(Arith{}); err != nil {
 		t.Fatal(err)
 	}
 	addr := testutil.Serve(t, srv)
@@ -59,8 +85,8 @@ func TestAdminSteer(t *testing.T) {
 		}
 	}
 	c := dial(t, addr)
-	var pub server.AdminPublished
-	if err := c.Call(ctx, server.AdminService, "Steer", &server.AdminSteerRequest{Service: "Arith", Weight: 5, State: registry.Draining}, &pub); err != nil {
+	var pub admin.Published
+	if err := c.Call(ctx, admin.Service, "Steer", &admin.SteerRequest{Service: "Arith", Weight: 5, State: registry.Draining}, &pub); err != nil {
 		t.Fatal(err)
 	}
 	if len(pub.Instances) != 2 {
@@ -75,39 +101,46 @@ func TestAdminSteer(t *testing.T) {
 	}
 	waitRecord(t, disc, "Other", func(in registry.Instance) bool { return in.Weight == 1 && in.State == "" })
 
-	if err := c.Call(ctx, server.AdminService, "Steer", &server.AdminSteerRequest{Service: "Arith", State: registry.Active}, &pub); err != nil {
+	if err := c.Call(ctx, admin.Service, "Steer", &admin.SteerRequest{Service: "Arith", State: registry.Active}, &pub); err != nil {
 		t.Fatal(err)
 	}
 	waitRecord(t, disc, "Arith", func(in registry.Instance) bool { return in.Weight == 5 && in.State == registry.Active })
 
 	for _, tc := range []struct {
-		req  server.AdminSteerRequest
+		req  admin.SteerRequest
 		code fleet.Code
 	}{
-		{server.AdminSteerRequest{Service: "Arith", Weight: -1}, fleet.InvalidArgument},
-		{server.AdminSteerRequest{Service: "Arith", State: "gone"}, fleet.InvalidArgument},
-		{server.AdminSteerRequest{Service: "Nope", Weight: 2}, fleet.NotFound},
+		{admin.SteerRequest{Service: "Arith", Weight: -1}, fleet.InvalidArgument},
+		{admin.SteerRequest{Service: "Arith", State: "gone"}, fleet.InvalidArgument},
+		{admin.SteerRequest{Service: "Nope", Weight: 2}, fleet.NotFound},
 	} {
-		if err := c.Call(ctx, server.AdminService, "Steer", &tc.req, &pub); fleet.CodeOf(err) != tc.code {
+		if err := c.Call(ctx, admin.Service, "Steer", &tc.req, &pub); fleet.CodeOf(err) != tc.code {
 			t.Errorf("steer %+v: %v, want %s", tc.req, err, tc.code)
 		}
 	}
-	if err := c.Call(ctx, server.AdminService, "Published", &server.AdminRequest{}, &pub); err != nil || len(pub.Instances) != 2 {
+	if err := c.Call(ctx, admin.Service, "Published", &admin.Request{}, &pub); err != nil || len(pub.Instances) != 2 {
 		t.Fatalf("published: %v %+v", err, pub)
 	}
 }
 
-// TestAdminOffByDefault: without WithAdmin there is no fleet.Admin; with
-// an auth function it is guarded like any call.
+// TestAdminOffByDefault: without Register there is no fleet.Admin; a
+// second Register fails; with an auth function it is guarded like any
+// call.
 func TestAdminOffByDefault(t *testing.T) {
 	c := dial(t, testutil.Serve(t, server.New()))
-	err := c.Call(context.Background(), server.AdminService, "Steer", &server.AdminSteerRequest{Weight: 2}, &server.AdminPublished{})
+	err := c.Call(context.Background(), admin.Service, "Steer", &admin.SteerRequest{Weight: 2}, &admin.Published{})
 	if fleet.CodeOf(err) != fleet.NotFound {
-		t.Fatalf("admin without WithAdmin: %v", err)
+		t.Fatalf("admin without Register: %v", err)
 	}
-	guarded := server.New(server.WithAdmin(), server.WithAuth(func(context.Context, *fleet.CallInfo, string) error { return errors.New("no") }))
+	guarded := server.New(server.WithAuth(func(context.Context, *fleet.CallInfo, string) error { return errors.New("no") }))
+	if err := admin.Register(guarded, admin.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Register(guarded, admin.Config{}); err == nil {
+		t.Fatal("second Register succeeded")
+	}
 	c = dial(t, testutil.Serve(t, guarded))
-	err = c.Call(context.Background(), server.AdminService, "Steer", &server.AdminSteerRequest{Weight: 2}, &server.AdminPublished{})
+	err = c.Call(context.Background(), admin.Service, "Steer", &admin.SteerRequest{Weight: 2}, &admin.Published{})
 	if fleet.CodeOf(err) != fleet.Unauthenticated {
 		t.Fatalf("admin without credentials: %v", err)
 	}

@@ -1,18 +1,10 @@
 package server
 
-import (
-	"context"
-	"sync"
+import "sync"
 
-	"github.com/fleetrpc/fleet"
-)
-
-// HealthService is the name under which every Server serves its health
-// check; its one method is "Check" (HealthCheckRequest → HealthCheckResponse).
-// It follows the shape of gRPC's grpc.health.v1.Health/Check.
-const HealthService = "fleet.Health"
-
-// ServingStatus is a service's health. The values equal those of
+// ServingStatus is a service's health, as the routes that report it
+// answer: the fleet.Health service (package server/health), the gateway's
+// grpc.health.v1 and an HTTP readiness check. The values equal those of
 // grpc.health.v1.HealthCheckResponse.ServingStatus.
 type ServingStatus uint8
 
@@ -34,33 +26,10 @@ func (s ServingStatus) String() string {
 	return "UNKNOWN"
 }
 
-// HealthCheckRequest asks for the status of Service, or of the whole
-// server when Service is "".
-type HealthCheckRequest struct {
-	Service string
-}
-
-// HealthCheckResponse is the answer to a HealthCheckRequest.
-type HealthCheckResponse struct {
-	Status ServingStatus
-}
-
-// health holds the statuses set with SetServingStatus.
-type health struct {
+// statuses holds the statuses set with SetServingStatus.
+type statuses struct {
 	mu  sync.Mutex
 	set map[string]ServingStatus
-}
-
-// registerHealth serves HealthService; New calls it.
-func (s *Server) registerHealth() {
-	s.registerBuiltin(HealthService, map[string]any{"Check": func(ctx context.Context, req *HealthCheckRequest, resp *HealthCheckResponse) error {
-		st, ok := s.ServingStatus(req.Service)
-		if !ok {
-			return fleet.Errorf(fleet.NotFound, "unknown service %q", req.Service)
-		}
-		resp.Status = st
-		return nil
-	}})
 }
 
 // SetServingStatus sets the health of service ("" for the whole server)
@@ -69,16 +38,16 @@ func (s *Server) registerHealth() {
 // or Close begins, every answer is NOT_SERVING whatever was set. Safe for
 // concurrent use.
 func (s *Server) SetServingStatus(service string, st ServingStatus) {
-	s.health.mu.Lock()
-	defer s.health.mu.Unlock()
+	s.statuses.mu.Lock()
+	defer s.statuses.mu.Unlock()
 	if st == StatusUnknown {
-		delete(s.health.set, service)
+		delete(s.statuses.set, service)
 		return
 	}
-	if s.health.set == nil {
-		s.health.set = map[string]ServingStatus{}
+	if s.statuses.set == nil {
+		s.statuses.set = map[string]ServingStatus{}
 	}
-	s.health.set[service] = st
+	s.statuses.set[service] = st
 }
 
 // ServingStatus reports the health of service ("" for the whole server):
@@ -86,16 +55,15 @@ func (s *Server) SetServingStatus(service string, st ServingStatus) {
 // functions such as registry deregistration run, and during the drain),
 // otherwise the status set with SetServingStatus, otherwise SERVING. ok is
 // false for a service that is neither registered (with unary or streaming
-// methods) nor set. Over the native
-// protocol, calls that arrive once draining has begun are refused with
+// methods) nor set. Over the native protocol, calls that arrive once draining has begun are refused with
 // fleet.ShuttingDown, which a health checker reads as NOT_SERVING.
 func (s *Server) ServingStatus(service string) (st ServingStatus, ok bool) {
 	s.mu.Lock()
 	stopping := s.stopping
 	s.mu.Unlock()
-	s.health.mu.Lock()
-	set, isSet := s.health.set[service]
-	s.health.mu.Unlock()
+	s.statuses.mu.Lock()
+	set, isSet := s.statuses.set[service]
+	s.statuses.mu.Unlock()
 	_, registered := (*s.services.Load())[service]
 	if !isSet && !registered && service != "" && !s.hasStreamService(service) {
 		return StatusUnknown, false
