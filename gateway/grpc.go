@@ -116,6 +116,7 @@ func (g *Gateway) handleGRPCStream(ss grpc.ServerStream, name string, d server.S
 	}
 	ctx := ss.Context()
 	call := &server.StreamCall{
+		Route:   fleet.RouteGRPC,
 		Service: name, Method: d.Method, Codec: codec.ProtobufCodec{}, Metadata: grpcMetadata(ctx),
 		Recv: func() ([]byte, error) {
 			var in rawFrame
@@ -188,7 +189,7 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 		return err
 	}
 	ctx := ss.Context()
-	call := &server.Call{Service: name, Method: method, Codec: codec.ProtobufCodec{}, Payload: in, Metadata: grpcMetadata(ctx)}
+	call := &server.Call{Service: name, Method: method, Codec: codec.ProtobufCodec{}, Payload: in, Metadata: grpcMetadata(ctx), Route: fleet.RouteGRPC}
 	if argMsg != nil {
 		// Go types: protobuf bytes of the synthesized message -> Go
 		// value -> JSON for Server.Invoke, and the reply back.

@@ -15,6 +15,9 @@ func (s *Server) registerBuiltin(name string, fns map[string]any) {
 	}
 	s.regMu.Lock()
 	defer s.regMu.Unlock()
+	for _, m := range svc.methods {
+		s.setChain(m)
+	}
 	old := *s.services.Load()
 	next := make(map[string]*service, len(old)+1)
 	for k, v := range old {

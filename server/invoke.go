@@ -33,12 +33,16 @@ type Call struct {
 	// Oneway runs the call as a oneway send: the handler runs to the end
 	// and Invoke returns its error, but no reply is encoded.
 	Oneway bool
+	// Route names the route the call came by, for the handler's CallInfo
+	// (interceptors label their records with it): fleet.RouteGRPC,
+	// fleet.RouteHTTP, fleet.RouteJSONRPC, ... Default (""):
+	// fleet.RouteInProcess.
+	Route fleet.Route
 }
 
 // Invoke runs one call through the same path as a native request: the
 // service table, the limits (payload size, metadata count and size), the
-// auth function, the PostRead, PreWrite and PostWrite hooks, the
-// interceptors, panic recovery and the Shutdown accounting (Shutdown waits
+// auth function, the method's interceptor chain, panic recovery and the Shutdown accounting (Shutdown waits
 // for calls running in Invoke; calls that arrive after Shutdown began are
 // refused with ShuttingDown). The handler's context is ctx with the call's
 // *fleet.CallInfo, so ctx's deadline is the call's deadline and cancelling
@@ -76,10 +80,11 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 	start := s.lat.start()
 	defer func() { s.lat.done(start) }()
 
-	cctx := &callCtx{Context: ctx, m: m}
+	cctx := &callCtx{Context: ctx}
 	cctx.info = fleet.CallInfo{
 		Service: m.service, Method: m.name,
 		RemoteAddr: call.RemoteAddr, LocalAddr: call.LocalAddr, Oneway: call.Oneway,
+		Route: routeOr(call.Route),
 	}
 	cctx.info.SetMetadata(call.Metadata)
 	hctx := context.Context(cctx)
@@ -94,22 +99,7 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 		}
 	}
 	if err == nil {
-		for _, h := range s.hooks.postRead {
-			if err = h.PostReadRequest(hctx, &cctx.info); err != nil {
-				err = asCode(err, fleet.Unknown)
-				break
-			}
-		}
-	}
-	if err == nil {
-		if s.chain != nil {
-			err = s.chain(hctx, args, replyV)
-		} else {
-			err = s.safeCall(hctx, m, args, replyV)
-		}
-	}
-	for _, h := range s.hooks.preWrite {
-		err = h.PreWriteResponse(hctx, &cctx.info, replyV, err)
+		err = m.chain(hctx, &cctx.info, args, replyV)
 	}
 	if err == nil && !call.Oneway {
 		var merr error
@@ -123,9 +113,6 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 		if err != nil {
 			reply = nil
 		}
-	}
-	for _, h := range s.hooks.postWrite {
-		h.PostWriteResponse(hctx, &cctx.info, nil)
 	}
 	if err != nil {
 		// Every error leaves as a *fleet.Error; a plain error keeps its

@@ -459,19 +459,23 @@ func TestStreamInterceptors(t *testing.T) {
 	var seen []string
 	var mu sync.Mutex
 	rec := func(s string) { mu.Lock(); seen = append(seen, s); mu.Unlock() }
-	addr, _, _ := streamServer(t, server.WithStreamInterceptor(
-		func(ctx context.Context, info *fleet.CallInfo, next func(context.Context) error) error {
-			rec("outer " + info.Method)
-			err := next(ctx)
-			rec(fmt.Sprintf("outer end %v", fleet.CodeOf(err)))
-			return err
-		},
-		func(ctx context.Context, info *fleet.CallInfo, next func(context.Context) error) error {
-			if info.Metadata()["deny"] != "" {
-				return fleet.NewError(fleet.PermissionDenied, "denied by interceptor")
+	addr, _, _ := streamServer(t, server.WithInterceptor(
+		server.StreamInterceptorFunc(func(next server.StreamFunc) server.StreamFunc {
+			return func(ctx context.Context, info *fleet.CallInfo, st server.Stream) error {
+				rec("outer " + info.Method)
+				err := next(ctx, info, st)
+				rec(fmt.Sprintf("outer end %v", fleet.CodeOf(err)))
+				return err
 			}
-			return next(ctx)
-		}))
+		}),
+		server.StreamInterceptorFunc(func(next server.StreamFunc) server.StreamFunc {
+			return func(ctx context.Context, info *fleet.CallInfo, st server.Stream) error {
+				if info.Metadata()["deny"] != "" {
+					return fleet.NewError(fleet.PermissionDenied, "denied by interceptor")
+				}
+				return next(ctx, info, st)
+			}
+		})))
 	c := dial(t, addr)
 	st, err := client.CallServerStream[Count, Count](context.Background(), c, "S", "Range", &Count{2})
 	if err != nil {
