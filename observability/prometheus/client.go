@@ -44,7 +44,7 @@ func NewClientMetrics(opts ...Option) *ClientMetrics {
 // Interceptor returns the client interceptor that counts and times calls.
 func (m *ClientMetrics) Interceptor() client.Interceptor {
 	return func(ctx context.Context, service, method string, args, reply any, invoke client.Invoker) error {
-		mm := m.rpc.lookup(service, method)
+		mm := m.rpc.lookup(service, method, "", "")
 		start := mm.begin()
 		err := invoke(ctx, service, method, args, reply)
 		m.rpc.end(ctx, mm, start, err)
