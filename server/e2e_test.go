@@ -504,10 +504,12 @@ func TestInterceptorsAndHooks(t *testing.T) {
 	})))
 	srv.RegisterFunction("H", "Do", func(ctx context.Context, in *Msg, out *Msg) error { rec("handler"); return nil })
 	addr := testutil.Serve(t, srv)
-	c := dial(t, addr, client.WithInterceptor(func(ctx context.Context, s, m string, args, reply any, invoke client.Invoker) error {
-		rec("client-interceptor")
-		return invoke(ctx, s, m, args, reply)
-	}))
+	c := dial(t, addr, client.WithInterceptor(client.UnaryInterceptorFunc(func(next client.Invoker) client.Invoker {
+		return func(ctx context.Context, s, m string, args, reply any) error {
+			rec("client-interceptor")
+			return next(ctx, s, m, args, reply)
+		}
+	})))
 	if err := c.Call(context.Background(), "H", "Do", &Msg{}, &Msg{}); err != nil {
 		t.Fatal(err)
 	}

@@ -158,26 +158,28 @@ func (s *countingStream) Receive(msg any) error {
 func Client(logger *slog.Logger, opts ...Option) client.Interceptor {
 	c := newConfig(opts)
 	var n atomic.Uint64
-	return func(ctx context.Context, service, method string, args, reply any, invoke client.Invoker) error {
-		l := logger
-		if l == nil {
-			l = slog.Default()
-		}
-		okOn, badOn := l.Enabled(ctx, c.ok), l.Enabled(ctx, c.bad)
-		if !okOn && !badOn {
-			return invoke(ctx, service, method, args, reply)
-		}
-		start := time.Now()
-		err := invoke(ctx, service, method, args, reply)
-		if !c.wanted(err, okOn, badOn, &n) {
+	return client.UnaryInterceptorFunc(func(invoke client.Invoker) client.Invoker {
+		return func(ctx context.Context, service, method string, args, reply any) error {
+			l := logger
+			if l == nil {
+				l = slog.Default()
+			}
+			okOn, badOn := l.Enabled(ctx, c.ok), l.Enabled(ctx, c.bad)
+			if !okOn && !badOn {
+				return invoke(ctx, service, method, args, reply)
+			}
+			start := time.Now()
+			err := invoke(ctx, service, method, args, reply)
+			if !c.wanted(err, okOn, badOn, &n) {
+				return err
+			}
+			attrs := make([]slog.Attr, 0, 8)
+			attrs = append(attrs, slog.String("side", "client"), slog.String("service", service), slog.String("method", method),
+				slog.String("code", fleet.CodeOf(err).String()), slog.Duration("duration", time.Since(start)))
+			c.log(ctx, l, "fleet call", fleet.OutgoingMetadata(ctx), err, attrs)
 			return err
 		}
-		attrs := make([]slog.Attr, 0, 8)
-		attrs = append(attrs, slog.String("side", "client"), slog.String("service", service), slog.String("method", method),
-			slog.String("code", fleet.CodeOf(err).String()), slog.Duration("duration", time.Since(start)))
-		c.log(ctx, l, "fleet call", fleet.OutgoingMetadata(ctx), err, attrs)
-		return err
-	}
+	})
 }
 
 // wanted applies the levels and the sampling to a finished call.

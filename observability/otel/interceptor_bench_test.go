@@ -64,8 +64,9 @@ func BenchmarkInterceptors(b *testing.B) {
 				}
 				var req Req
 				var rep Rep
+				call := ci.WrapUnary(invoke)
 				for pb.Next() {
-					if err := ci(context.Background(), "Echo", "Do", &req, &rep, invoke); err != nil {
+					if err := call(context.Background(), "Echo", "Do", &req, &rep); err != nil {
 						b.Error(err)
 						return
 					}

@@ -463,7 +463,14 @@ type clientMethod struct {
 
 func (t *Telemetry) clientInterceptor(server []attribute.KeyValue) client.Interceptor {
 	var methods table[*clientMethod]
-	return func(ctx context.Context, service, method string, args, reply any, invoke client.Invoker) error {
+	return client.UnaryInterceptorFunc(func(invoke client.Invoker) client.Invoker {
+		return t.clientInvoker(server, &methods, invoke)
+	})
+}
+
+// clientInvoker is the client interceptor's wrapper of invoke.
+func (t *Telemetry) clientInvoker(server []attribute.KeyValue, methods *table[*clientMethod], invoke client.Invoker) client.Invoker {
+	return func(ctx context.Context, service, method string, args, reply any) error {
 		cm := methods.get(service, method, func() *clientMethod {
 			m := t.method(service, method)
 			attrs := append(append([]attribute.KeyValue{}, m.start...), server...)

@@ -41,15 +41,18 @@ func NewClientMetrics(opts ...Option) *ClientMetrics {
 	return m
 }
 
-// Interceptor returns the client interceptor that counts and times calls.
+// Interceptor returns the client interceptor that counts and times calls
+// (Call, Go and Send; streams pass through it).
 func (m *ClientMetrics) Interceptor() client.Interceptor {
-	return func(ctx context.Context, service, method string, args, reply any, invoke client.Invoker) error {
-		mm := m.rpc.lookup(service, method, "", "")
-		start := mm.begin()
-		err := invoke(ctx, service, method, args, reply)
-		m.rpc.end(ctx, mm, start, err)
-		return err
-	}
+	return client.UnaryInterceptorFunc(func(next client.Invoker) client.Invoker {
+		return func(ctx context.Context, service, method string, args, reply any) error {
+			mm := m.rpc.lookup(service, method, "", "")
+			start := mm.begin()
+			err := next(ctx, service, method, args, reply)
+			m.rpc.end(ctx, mm, start, err)
+			return err
+		}
+	})
 }
 
 // Option returns the client option that installs Interceptor.
