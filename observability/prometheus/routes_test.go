@@ -131,14 +131,14 @@ func exercise(t *testing.T, addr string, opts ...client.Option) {
 }
 
 // TestStreamAndGatewayMetrics: streams are counted as started and
-// handled, with their messages each way, by type; calls through the
-// gateway's HTTP/JSON side are counted under route "http", apart from the
-// native ones.
+// handled, with their messages each way, by type, on the server and on
+// the client; calls through the gateway's HTTP/JSON side are counted under
+// route "http", apart from the native ones.
 func TestStreamAndGatewayMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	sm := fleetprom.NewServerMetrics()
-	reg.MustRegister(sm)
-	exercise(t, serveGateway(t, server.New(sm.Option())))
+	sm, cm := fleetprom.NewServerMetrics(), fleetprom.NewClientMetrics()
+	reg.MustRegister(sm, cm)
+	exercise(t, serveGateway(t, server.New(sm.Option())), cm.Option())
 
 	fams := families(t, reg)
 	echo := map[string]string{"service": "Chat", "method": "Echo", "route": "native", "type": "bidi_stream"}
@@ -166,6 +166,13 @@ func TestStreamAndGatewayMetrics(t *testing.T) {
 		{"fleet_server_started_total", httpAdd, httpCalls},
 		{"fleet_server_handled_total", with(httpAdd, "code", "ok"), httpCalls},
 		{"fleet_server_started_total", map[string]string{"service": "Arith", "method": "Add", "route": "native", "type": "unary"}, 0},
+		{"fleet_client_started_total", map[string]string{"service": "Chat", "method": "Echo"}, 1},
+		{"fleet_client_handled_total", map[string]string{"service": "Chat", "method": "Echo", "code": "ok"}, 1},
+		{"fleet_client_msg_sent_total", map[string]string{"service": "Chat", "method": "Echo"}, echoWords},
+		{"fleet_client_msg_received_total", map[string]string{"service": "Chat", "method": "Echo"}, echoWords},
+		{"fleet_client_handled_total", map[string]string{"service": "Chat", "method": "Spell", "code": "ok"}, spellCalls},
+		{"fleet_client_msg_sent_total", map[string]string{"service": "Chat", "method": "Spell"}, 1},
+		{"fleet_client_msg_received_total", map[string]string{"service": "Chat", "method": "Spell"}, float64(len(spellWord))},
 	}
 	for _, ck := range checks {
 		if got := counter(t, fams, ck.name, ck.labels); got != ck.want {

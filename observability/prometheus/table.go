@@ -21,8 +21,8 @@ type rpcMetrics struct {
 	started *prometheus.CounterVec   // service, method[, route, type]
 	handled *prometheus.CounterVec   // service, method[, route, type], code
 	seconds *prometheus.HistogramVec // service, method[, route, type]
-	// msgSent and msgRecv count stream messages (server only; nil on the
-	// client): service, method, route, type.
+	// msgSent and msgRecv count stream messages: service, method[,
+	// route, type].
 	msgSent, msgRecv *prometheus.CounterVec
 	// inflight describes the in-flight gauge (service, method, route,
 	// type; nil on the client). Its value is derived when collected, as
@@ -57,8 +57,7 @@ type mMetrics struct {
 	seconds prometheus.Observer
 	handled [fleet.ShuttingDown + 1]atomic.Pointer[prometheus.Counter]
 	vec     *prometheus.CounterVec
-	// sent and received count stream messages (nil for unary calls and
-	// on the client).
+	// sent and received count stream messages (nil for unary calls).
 	sent, received prometheus.Counter
 	// otherHandled counts the calls handled with a code beyond handled's
 	// (counted in vec too), for the in-flight gauge.
@@ -105,7 +104,7 @@ func (r *rpcMetrics) lookup(service, method string, route fleet.Route, typ strin
 		seconds: r.seconds.WithLabelValues(labels...),
 		vec:     r.handled,
 	}
-	if r.msgSent != nil && typ != typeUnary {
+	if r.msgSent != nil && typ != typeUnary && typ != "" {
 		m.sent = r.msgSent.WithLabelValues(labels...)
 		m.received = r.msgRecv.WithLabelValues(labels...)
 	}
