@@ -2,6 +2,7 @@ package fleetotel
 
 import (
 	"context"
+	"io"
 	"net"
 	"slices"
 	"strconv"
@@ -390,6 +391,12 @@ func (i *serverInterceptor) WrapStream(next server.StreamFunc) server.StreamFunc
 // span is safe for concurrent use.
 type tracedStream struct {
 	server.Stream
+	msgEvents
+}
+
+// msgEvents counts a stream's messages each way and adds their events to
+// a recording span.
+type msgEvents struct {
 	span           trace.Span // nil: not recording
 	sent, received atomic.Int64
 }
@@ -402,10 +409,7 @@ var (
 func (s *tracedStream) Send(msg any) error {
 	err := s.Stream.Send(msg)
 	if err == nil {
-		id := s.sent.Add(1)
-		if s.span != nil {
-			s.span.AddEvent(MessageEvent, trace.WithAttributes(sentAttr, RPCMessageIDKey.Int64(id)))
-		}
+		s.event(&s.sent, sentAttr)
 	}
 	return err
 }
@@ -413,12 +417,17 @@ func (s *tracedStream) Send(msg any) error {
 func (s *tracedStream) Receive(msg any) error {
 	err := s.Stream.Receive(msg)
 	if err == nil {
-		id := s.received.Add(1)
-		if s.span != nil {
-			s.span.AddEvent(MessageEvent, trace.WithAttributes(receivedAttr, RPCMessageIDKey.Int64(id)))
-		}
+		s.event(&s.received, receivedAttr)
 	}
 	return err
+}
+
+// event counts one message in n and adds its event to a recording span.
+func (s *msgEvents) event(n *atomic.Int64, typ attribute.KeyValue) {
+	id := n.Add(1)
+	if s.span != nil {
+		s.span.AddEvent(MessageEvent, trace.WithAttributes(typ, RPCMessageIDKey.Int64(id)))
+	}
 }
 
 // ServerOption returns the server option that installs ServerInterceptor.
@@ -427,9 +436,12 @@ func (t *Telemetry) ServerOption() server.Option {
 	return server.WithInterceptor(t.ServerInterceptor())
 }
 
-// ClientInterceptor returns the client interceptor: it runs the call under
-// a client span, writes the trace context and baggage into the request
-// metadata, and records rpc.client.call.duration.
+// ClientInterceptor returns the client interceptor: it runs each call and
+// each stream under a client span, writes the trace context and baggage
+// into the request metadata, and records rpc.client.call.duration. A
+// stream's span lasts from its open to its end (the first Receive that
+// fails, io.EOF meaning ok, or else its Close, code canceled) and has an
+// rpc.message event for each message, as on the server.
 //
 // The span's start options are built once per method; the outcome is
 // added only to recording spans. The trace context is written whether or
@@ -462,66 +474,157 @@ type clientMethod struct {
 }
 
 func (t *Telemetry) clientInterceptor(server []attribute.KeyValue) client.Interceptor {
-	var methods table[*clientMethod]
-	return client.UnaryInterceptorFunc(func(invoke client.Invoker) client.Invoker {
-		return t.clientInvoker(server, &methods, invoke)
+	return &clientInterceptor{t: t, server: server}
+}
+
+// clientInterceptor is one client interceptor: its server address
+// attributes and its methods' span start options.
+type clientInterceptor struct {
+	t       *Telemetry
+	server  []attribute.KeyValue
+	methods table[*clientMethod]
+}
+
+// method returns service.method's span start options.
+func (ci *clientInterceptor) method(service, method string) *clientMethod {
+	t := ci.t
+	return ci.methods.get(service, method, func() *clientMethod {
+		m := t.method(service, method)
+		attrs := append(append([]attribute.KeyValue{}, m.start...), ci.server...)
+		cm := &clientMethod{m: m, opts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}}
+		if t.samplerAttrs {
+			cm.opts = append(cm.opts, trace.WithAttributes(attrs...))
+		} else {
+			cm.late = attrs
+		}
+		return cm
 	})
 }
 
-// clientInvoker is the client interceptor's wrapper of invoke.
-func (t *Telemetry) clientInvoker(server []attribute.KeyValue, methods *table[*clientMethod], invoke client.Invoker) client.Invoker {
+// clientCall is one client call's or stream's span and clock.
+type clientCall struct {
+	m         *clientMethod
+	span      trace.Span // nil: no span (WithParentBasedSampling, unsampled parent)
+	recording bool
+	measure   bool
+	start     time.Duration
+}
+
+// begin starts the span of a call or stream and writes the trace context
+// into the outgoing metadata; ctx is the context to go on with.
+func (ci *clientInterceptor) begin(ctx context.Context, service, method string) (context.Context, clientCall) {
+	t := ci.t
+	cc := clientCall{m: ci.method(service, method)}
+	if !t.skipUnsampled || !unsampledParent(ctx) {
+		ctx, cc.span = t.tracer.Start(ctx, cc.m.m.name, cc.m.opts...)
+		cc.recording = cc.span.IsRecording()
+	}
+	if cc.recording && len(cc.m.late) > 0 {
+		cc.span.SetAttributes(cc.m.late...)
+	}
+	pc := carriers.Get().(*pairCarrier)
+	t.props.Inject(ctx, pc)
+	switch {
+	case len(pc.kv) == 2: // traceparent alone: the context copies it
+		ctx = fleet.AppendOutgoingMetadata(ctx, pc.kv...)
+	case len(pc.kv) > 0: // the context keeps the slice
+		ctx = fleet.AppendOutgoingMetadata(ctx, slices.Clone(pc.kv)...)
+	}
+	pc.reset()
+	carriers.Put(pc)
+	cc.measure = t.clientDur.Enabled(ctx)
+	if cc.measure {
+		cc.start = time.Since(epoch)
+	}
+	return ctx, cc
+}
+
+// end records the outcome err and ends the span.
+func (ci *clientInterceptor) end(ctx context.Context, cc *clientCall, err error) {
+	ea := cc.m.m.endFor(fleet.CodeOf(err))
+	if cc.measure {
+		ci.t.clientDur.Record(ctx, (time.Since(epoch) - cc.start).Seconds(), ea.record...)
+	}
+	if cc.recording {
+		cc.span.SetAttributes(ea.end...)
+		if err != nil {
+			cc.span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	if cc.span != nil {
+		cc.span.End()
+	}
+}
+
+// WrapUnary runs each call under a client span.
+func (ci *clientInterceptor) WrapUnary(invoke client.Invoker) client.Invoker {
 	return func(ctx context.Context, service, method string, args, reply any) error {
-		cm := methods.get(service, method, func() *clientMethod {
-			m := t.method(service, method)
-			attrs := append(append([]attribute.KeyValue{}, m.start...), server...)
-			cm := &clientMethod{m: m, opts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}}
-			if t.samplerAttrs {
-				cm.opts = append(cm.opts, trace.WithAttributes(attrs...))
-			} else {
-				cm.late = attrs
-			}
-			return cm
-		})
-		var span trace.Span // nil: no span (WithParentBasedSampling, unsampled parent)
-		recording := false
-		if !t.skipUnsampled || !unsampledParent(ctx) {
-			ctx, span = t.tracer.Start(ctx, cm.m.name, cm.opts...)
-			recording = span.IsRecording()
-		}
-		if recording && len(cm.late) > 0 {
-			span.SetAttributes(cm.late...)
-		}
-		pc := carriers.Get().(*pairCarrier)
-		t.props.Inject(ctx, pc)
-		switch {
-		case len(pc.kv) == 2: // traceparent alone: the context copies it
-			ctx = fleet.AppendOutgoingMetadata(ctx, pc.kv...)
-		case len(pc.kv) > 0: // the context keeps the slice
-			ctx = fleet.AppendOutgoingMetadata(ctx, slices.Clone(pc.kv)...)
-		}
-		pc.reset()
-		carriers.Put(pc)
-		measure := t.clientDur.Enabled(ctx)
-		var start time.Duration
-		if measure {
-			start = time.Since(epoch)
-		}
+		ctx, cc := ci.begin(ctx, service, method)
 		err := invoke(ctx, service, method, args, reply)
-		ea := cm.m.endFor(fleet.CodeOf(err))
-		if measure {
-			t.clientDur.Record(ctx, (time.Since(epoch) - start).Seconds(), ea.record...)
-		}
-		if recording {
-			span.SetAttributes(ea.end...)
-			if err != nil {
-				span.SetStatus(codes.Error, err.Error())
-			}
-		}
-		if span != nil {
-			span.End()
-		}
+		ci.end(ctx, &cc, err)
 		return err
 	}
+}
+
+// WrapStream runs each stream under a client span, from its open to its
+// end (the first failed Receive, io.EOF meaning ok, or else its Close,
+// code canceled), with an rpc.message event for each message.
+func (ci *clientInterceptor) WrapStream(next client.StreamFunc) client.StreamFunc {
+	return func(ctx context.Context, spec *client.StreamSpec) (client.Stream, error) {
+		ctx, cc := ci.begin(ctx, spec.Service, spec.Method)
+		st, err := next(ctx, spec)
+		if err != nil {
+			ci.end(ctx, &cc, err)
+			return nil, err
+		}
+		ts := &tracedClientStream{Stream: st, ci: ci, ctx: ctx, cc: cc}
+		if cc.recording {
+			ts.span = cc.span
+		}
+		return ts, nil
+	}
+}
+
+// tracedClientStream adds a client stream's message events and ends its
+// span once.
+type tracedClientStream struct {
+	client.Stream
+	msgEvents
+	ci   *clientInterceptor
+	ctx  context.Context
+	cc   clientCall
+	once sync.Once
+}
+
+func (s *tracedClientStream) Send(msg any) error {
+	err := s.Stream.Send(msg)
+	if err == nil {
+		s.event(&s.sent, sentAttr)
+	}
+	return err
+}
+
+func (s *tracedClientStream) Receive(msg any) error {
+	err := s.Stream.Receive(msg)
+	switch {
+	case err == nil:
+		s.event(&s.received, receivedAttr)
+	case err == io.EOF:
+		s.finish(nil)
+	default:
+		s.finish(err)
+	}
+	return err
+}
+
+func (s *tracedClientStream) Close() error {
+	s.finish(fleet.NewError(fleet.Canceled, "stream closed before its end"))
+	return s.Stream.Close()
+}
+
+// finish ends the stream's span once, with err's code.
+func (s *tracedClientStream) finish(err error) {
+	s.once.Do(func() { s.ci.end(s.ctx, &s.cc, err) })
 }
 
 // ClientOption returns the client option that installs ClientInterceptor.

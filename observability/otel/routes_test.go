@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/fleetrpc/fleet/server"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -23,7 +25,9 @@ import (
 // or RECEIVED, rpc.message.id from 1 each way) and its message counts in
 // rpc.server.requests_per_rpc and rpc.server.responses_per_rpc; a call
 // through the gateway's HTTP/JSON side has a server span and a duration
-// sample with fleet.route "http", a native one "native".
+// sample with fleet.route "http", a native one "native". On the client the
+// stream has a client span, the server span's parent, with the same
+// events and the outcome ok.
 func TestStreamSpanAndGatewayRoute(t *testing.T) {
 	sr, reader, tel := recordedTelemetry(t)
 	srv := server.New(tel.ServerOption())
@@ -61,7 +65,7 @@ func TestStreamSpanAndGatewayRoute(t *testing.T) {
 	})
 	addr := lis.Addr().String()
 
-	c := dial(t, addr)
+	c := dial(t, addr, tel.ClientOption())
 	bs, err := client.CallBidiStream[Req, Rep](context.Background(), c, "Chat", "Echo")
 	if err != nil {
 		t.Fatal(err)
@@ -101,27 +105,17 @@ func TestStreamSpanAndGatewayRoute(t *testing.T) {
 	if a := attrs(st); a[fleetotel.RouteKey].AsString() != "native" || a[fleetotel.RPCResponseStatusCodeKey].AsString() != "ok" {
 		t.Errorf("stream span attributes %v", a)
 	}
-	var events []string
-	for _, e := range st.Events() {
-		if e.Name != fleetotel.MessageEvent {
-			t.Errorf("event %q on the stream span", e.Name)
-			continue
-		}
-		var typ string
-		var id int64
-		for _, kv := range e.Attributes {
-			switch kv.Key {
-			case fleetotel.RPCMessageTypeKey:
-				typ = kv.Value.AsString()
-			case fleetotel.RPCMessageIDKey:
-				id = kv.Value.AsInt64()
-			}
-		}
-		events = append(events, typ+" "+string(rune('0'+id)))
-	}
 	want := []string{"RECEIVED 1", "SENT 1", "RECEIVED 2", "SENT 2", "RECEIVED 3", "SENT 3"}
-	if strings.Join(events, ",") != strings.Join(want, ",") {
-		t.Errorf("stream events %q, want %q", events, want)
+	if events := messageEvents(t, st); strings.Join(events, ",") != strings.Join(want, ",") {
+		t.Errorf("server stream events %q, want %q", events, want)
+	}
+	cst := one(t, spans, "Chat/Echo", trace.SpanKindClient)
+	want = []string{"SENT 1", "RECEIVED 1", "SENT 2", "RECEIVED 2", "SENT 3", "RECEIVED 3"}
+	if events := messageEvents(t, cst); strings.Join(events, ",") != strings.Join(want, ",") {
+		t.Errorf("client stream events %q, want %q", events, want)
+	}
+	if st.Parent().SpanID() != cst.SpanContext().SpanID() || attrs(cst)[fleetotel.RPCResponseStatusCodeKey].AsString() != "ok" {
+		t.Errorf("client stream span %v (%v), server span's parent %v", cst.SpanContext().SpanID(), attrs(cst), st.Parent().SpanID())
 	}
 	routes := map[string]int{}
 	for _, s := range byName(spans, "M/Do", trace.SpanKindServer) {
@@ -163,4 +157,28 @@ func TestStreamSpanAndGatewayRoute(t *testing.T) {
 	if perRPC["rpc.server.requests_per_rpc"] != msgs || perRPC["rpc.server.responses_per_rpc"] != msgs {
 		t.Errorf("message counts per stream %v, want %d each", perRPC, msgs)
 	}
+}
+
+// messageEvents returns a span's rpc.message events as "TYPE id".
+func messageEvents(t *testing.T, s sdktrace.ReadOnlySpan) []string {
+	t.Helper()
+	var events []string
+	for _, e := range s.Events() {
+		if e.Name != fleetotel.MessageEvent {
+			t.Errorf("event %q on the stream span", e.Name)
+			continue
+		}
+		var typ string
+		var id int64
+		for _, kv := range e.Attributes {
+			switch kv.Key {
+			case fleetotel.RPCMessageTypeKey:
+				typ = kv.Value.AsString()
+			case fleetotel.RPCMessageIDKey:
+				id = kv.Value.AsInt64()
+			}
+		}
+		events = append(events, typ+" "+strconv.FormatInt(id, 10))
+	}
+	return events
 }
