@@ -201,6 +201,7 @@ type CallInfo struct {
 	RemoteAddr net.Addr // the caller's address
 	LocalAddr  net.Addr // the server's address for this connection
 	Oneway     bool     // the caller expects no response
+	Route      Route    // how the call reached the server (RouteNative, RouteGRPC, ...)
 
 	// ResponseMetadata is sent back to the caller with the response. Set
 	// it with SetResponseMetadata.

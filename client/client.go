@@ -43,8 +43,9 @@ type Client struct {
 	nc         net.Conn
 	r          *protocol.Reader
 	w          *transport.Writer
-	invoke     Invoker // Call and Go: the interceptors around call, built once
-	invokeSend Invoker // Send: the interceptors around sendOneway, built once
+	invoke     Invoker    // Call and Go: the interceptors around call, built once
+	invokeSend Invoker    // Send: the interceptors around sendOneway, built once
+	openChain  StreamFunc // stream opens: the interceptors around openSpec, built once; nil without interceptors
 
 	seq      atomic.Uint64
 	received atomic.Uint64 // frames read, for heartbeats
@@ -127,6 +128,7 @@ func newClient(nc net.Conn, o options) *Client {
 	c.opts.limits = c.r.Limits().WithDefaults()
 	c.invoke = chain(o.interceptors, c.call)
 	c.invokeSend = chain(o.interceptors, c.sendOneway)
+	c.openChain = c.streamChain(o.interceptors)
 	c.startHello()
 	go c.readLoop()
 	go c.writeLoop()
@@ -290,19 +292,6 @@ func (c *Client) Send(ctx context.Context, service, method string, args any) err
 // sendOneway is the end of Send's interceptor chain.
 func (c *Client) sendOneway(ctx context.Context, service, method string, args, _ any) error {
 	return c.send(ctx, nil, service, method, args, true)
-}
-
-// chain composes interceptors around final, the first one outermost. It
-// runs once, when the client is made.
-func chain(ics []Interceptor, final Invoker) Invoker {
-	h := final
-	for i := len(ics) - 1; i >= 0; i-- {
-		ic, next := ics[i], h
-		h = func(ctx context.Context, service, method string, args, reply any) error {
-			return ic(ctx, service, method, args, reply, next)
-		}
-	}
-	return h
 }
 
 // send encodes and queues a request; for two-way calls it registers call

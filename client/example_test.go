@@ -104,15 +104,18 @@ func ExampleClient_Go() {
 }
 
 // One interceptor chain, built when the client is made, runs around
-// Call, Go and Send alike.
+// Call, Go and Send alike. A unary-only interceptor is one function
+// (UnaryInterceptorFunc).
 func ExampleWithInterceptor() {
 	addr, stop := serveAdder("a", nil)
 	defer stop()
-	trace := func(ctx context.Context, service, method string, args, reply any, invoke client.Invoker) error {
-		err := invoke(ctx, service, method, args, reply)
-		fmt.Printf("%s.%s oneway=%v: %v\n", service, method, reply == nil, fleet.CodeOf(err))
-		return err
-	}
+	trace := client.UnaryInterceptorFunc(func(next client.Invoker) client.Invoker {
+		return func(ctx context.Context, service, method string, args, reply any) error {
+			err := next(ctx, service, method, args, reply)
+			fmt.Printf("%s.%s oneway=%v: %v\n", service, method, reply == nil, fleet.CodeOf(err))
+			return err
+		}
+	})
 	c, err := client.Dial(context.Background(), "tcp", addr, client.WithInterceptor(trace))
 	if err != nil {
 		panic(err)

@@ -302,25 +302,33 @@ func TestInProcessInterceptors(t *testing.T) {
 	var seen []string
 	note := func(s string) { mu.Lock(); seen = append(seen, s); mu.Unlock() }
 	sopts := []server.Option{
-		server.WithInterceptor(func(ctx context.Context, info *fleet.CallInfo, args, reply any, next server.Handler) error {
-			note("server call " + info.Method)
-			return next(ctx, args, reply)
-		}),
-		server.WithStreamInterceptor(func(ctx context.Context, info *fleet.CallInfo, next func(ctx context.Context) error) error {
-			note("server stream " + info.Method)
-			return next(ctx)
-		}),
+		server.WithInterceptor(server.UnaryInterceptorFunc(func(next server.UnaryFunc) server.UnaryFunc {
+			return func(ctx context.Context, info *fleet.CallInfo, args, reply any) error {
+				note("server call " + info.Method)
+				return next(ctx, info, args, reply)
+			}
+		})),
+		server.WithInterceptor(server.StreamInterceptorFunc(func(next server.StreamFunc) server.StreamFunc {
+			return func(ctx context.Context, info *fleet.CallInfo, st server.Stream) error {
+				note("server stream " + info.Method)
+				return next(ctx, info, st)
+			}
+		})),
 	}
 	k := newCalc()
 	_, c := startInProcess(t, k, sopts,
-		client.WithInterceptor(func(ctx context.Context, service, method string, args, reply any, invoke client.Invoker) error {
-			note("client call " + method)
-			return invoke(ctx, service, method, args, reply)
-		}),
-		client.WithStreamInterceptor(func(ctx context.Context, service, method string, open func(ctx context.Context) error) error {
-			note("client stream " + method)
-			return open(ctx)
-		}))
+		client.WithInterceptor(client.UnaryInterceptorFunc(func(next client.Invoker) client.Invoker {
+			return func(ctx context.Context, service, method string, args, reply any) error {
+				note("client call " + method)
+				return next(ctx, service, method, args, reply)
+			}
+		})),
+		client.WithInterceptor(client.StreamInterceptorFunc(func(next client.StreamFunc) client.StreamFunc {
+			return func(ctx context.Context, spec *client.StreamSpec) (client.Stream, error) {
+				note("client stream " + spec.Method)
+				return next(ctx, spec)
+			}
+		})))
 	var r ipReply
 	if err := c.Call(context.Background(), "Calc", "Add", &ipArgs{A: 1}, &r); err != nil {
 		t.Fatal(err)

@@ -38,18 +38,18 @@ func TestInterceptorsWrapCallGoAndSend(t *testing.T) {
 	var log []string
 	lock := func(f func()) { mu.Lock(); f(); mu.Unlock() }
 	c, err := client.Dial(context.Background(), "tcp", addr, client.WithInterceptor(
-		func(ctx context.Context, s, m string, a, r any, inv client.Invoker) error {
+		around(func(ctx context.Context, s, m string, a, r any, inv client.Invoker) error {
 			lock(func() { log = append(log, fmt.Sprintf("A>%s.%s reply=%v", s, m, r != nil)) })
 			err := inv(ctx, s, m, a, r)
 			lock(func() { log = append(log, fmt.Sprintf("A<%v", fleet.CodeOf(err))) })
 			return err
-		},
-		func(ctx context.Context, s, m string, a, r any, inv client.Invoker) error {
+		}),
+		around(func(ctx context.Context, s, m string, a, r any, inv client.Invoker) error {
 			lock(func() { log = append(log, "B>") })
 			err := inv(ctx, s, m, a, r)
 			lock(func() { log = append(log, "B<") })
 			return err
-		},
+		}),
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestInterceptorCanRejectGoAndSend(t *testing.T) {
 	addr := testutil.Serve(t, srv)
 	deny := fleet.NewError(fleet.PermissionDenied, "denied by interceptor")
 	c, err := client.Dial(context.Background(), "tcp", addr, client.WithInterceptor(
-		func(ctx context.Context, s, m string, a, r any, inv client.Invoker) error { return deny }))
+		around(func(ctx context.Context, s, m string, a, r any, inv client.Invoker) error { return deny })))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,5 +152,71 @@ func TestInterceptorCanRejectGoAndSend(t *testing.T) {
 	}
 	if n := ran.Load(); n != 0 {
 		t.Fatalf("handler ran %d times, want 0", n)
+	}
+}
+
+// around adapts a function that runs around the rest of the chain to a
+// unary-only Interceptor.
+func around(f func(ctx context.Context, service, method string, args, reply any, next client.Invoker) error) client.Interceptor {
+	return client.UnaryInterceptorFunc(func(next client.Invoker) client.Invoker {
+		return func(ctx context.Context, service, method string, args, reply any) error {
+			return f(ctx, service, method, args, reply, next)
+		}
+	})
+}
+
+// wrapCounter counts how often a client wraps its chains with it.
+type wrapCounter struct{ unary, stream atomic.Int64 }
+
+func (w *wrapCounter) WrapUnary(next client.Invoker) client.Invoker {
+	w.unary.Add(1)
+	return next
+}
+
+func (w *wrapCounter) WrapStream(next client.StreamFunc) client.StreamFunc {
+	w.stream.Add(1)
+	return next
+}
+
+// TestInterceptorWrappedOncePerClient: a Client wraps its chains when it
+// is made (the unary chain twice: Call and Go, and Send; the stream chain
+// once), never per call or per stream.
+func TestInterceptorWrappedOncePerClient(t *testing.T) {
+	srv := server.New()
+	srv.RegisterFunction("T", "Echo", func(ctx context.Context, in *Req, out *Req) error { out.N = in.N; return nil })
+	server.HandleServerStream(srv, "T", "Count", func(ctx context.Context, in *Req, st *server.ServerStream[Req]) error {
+		for i := range in.N {
+			if err := st.Send(&Req{N: i}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	w := &wrapCounter{}
+	c, err := client.Dial(context.Background(), "tcp", testutil.Serve(t, srv), client.WithInterceptor(w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 3 {
+		var out Req
+		if err := c.Call(context.Background(), "T", "Echo", &Req{N: i}, &out); err != nil || out.N != i {
+			t.Fatalf("Call: %v %v", out, err)
+		}
+		st, err := client.CallServerStream[Req, Req](context.Background(), c, "T", "Count", &Req{N: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for st.Receive() {
+			n++
+		}
+		st.Close()
+		if st.Err() != nil || n != 2 {
+			t.Fatalf("stream: %d messages, %v", n, st.Err())
+		}
+	}
+	if u, s := w.unary.Load(), w.stream.Load(); u != 2 || s != 1 {
+		t.Fatalf("wrapped the unary chain %d times and the stream chain %d times, want 2 and 1", u, s)
 	}
 }

@@ -20,22 +20,11 @@ func (f optionFunc) apply(o *options) { f(o) }
 // Invoker performs a call.
 type Invoker func(ctx context.Context, service, method string, args, reply any) error
 
-// Interceptor wraps every call a Client makes, with Call, Go and Send
-// alike: it may inspect or change the call and must call invoke to perform
-// it (or return without it to fail the call). For Send, reply is nil and
-// invoke returns once the oneway request is queued. For Go, the chain runs
-// on the call's own goroutine and its result completes the *Call.
-//
-// A Client composes its interceptors into one chain when it is made, not
-// per call.
-type Interceptor func(ctx context.Context, service, method string, args, reply any, invoke Invoker) error
-
 type options struct {
 	codec        codec.ID
 	codecSet     bool
-	streamWin    int                 // WithStreamWindow (stream.go)
-	connWin      int                 // WithConnWindow (stream.go)
-	streamICs    []StreamInterceptor // WithStreamInterceptor (stream.go)
+	streamWin    int // WithStreamWindow (stream.go)
+	connWin      int // WithConnWindow (stream.go)
 	comp         compress.ID
 	compressMin  int
 	limits       protocol.Limits
@@ -45,7 +34,7 @@ type options struct {
 	readBuf      int
 	tls          *tls.Config
 	authToken    string
-	interceptors []Interceptor
+	interceptors []Interceptor // WithInterceptor (interceptor.go)
 }
 
 func defaultOptions() options {
@@ -103,9 +92,4 @@ func WithTLS(cfg *tls.Config) Option { return optionFunc(func(o *options) { o.tl
 // (metadata set on the call's context wins). Default: none.
 func WithAuthToken(token string) Option { return optionFunc(func(o *options) { o.authToken = token }) }
 
-// WithInterceptor adds interceptors around Call, Go and Send; the first
-// added is the outermost (it runs first and sees the result last).
-// Default: none.
-func WithInterceptor(ics ...Interceptor) Option {
-	return optionFunc(func(o *options) { o.interceptors = append(o.interceptors, ics...) })
-}
+// (WithInterceptor is in interceptor.go.)

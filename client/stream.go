@@ -90,48 +90,33 @@ type clientStream struct {
 	trailer fleet.Metadata
 }
 
-// StreamInterceptor wraps the opening of every stream on a Client: it sees
-// the service and method, may change ctx (metadata, deadline: the stream
-// uses the ctx it passes on), and must call open to open the stream, or
-// return an error without calling it to refuse. It sees the open, not
-// each message.
-type StreamInterceptor func(ctx context.Context, service, method string, open func(ctx context.Context) error) error
-
-// WithStreamInterceptor adds interceptors around the opening of every
-// stream; the first added is the outermost. Unary interceptors
-// (WithInterceptor) do not apply to streams. Default: none.
-func WithStreamInterceptor(ics ...StreamInterceptor) Option {
-	return optionFunc(func(o *options) { o.streamICs = append(o.streamICs, ics...) })
-}
-
-// openStream opens a stream through the stream interceptors.
-func (c *Client) openStream(ctx context.Context, service, method string, cdID codec.ID) (*clientStream, error) {
-	ics := c.opts.streamICs
-	if len(ics) == 0 {
-		return c.openStreamNow(ctx, service, method, cdID)
-	}
-	var st *clientStream
-	open := func(ctx context.Context) (err error) {
-		if st != nil {
-			return fleet.NewError(fleet.FailedPrecondition, "stream interceptor opened the stream twice")
+// openStream opens a stream through the interceptors' stream chain. It
+// returns the stream the chain's end opened, for what the typed streams
+// read beside the messages (trailer, buffered bytes), and the Stream the
+// chain returned, through which they send, receive and close.
+func (c *Client) openStream(ctx context.Context, service, method string, cdID codec.ID) (*clientStream, Stream, error) {
+	if c.openChain == nil {
+		st, err := c.openStreamNow(ctx, service, method, cdID)
+		if err != nil {
+			return nil, nil, err
 		}
-		st, err = c.openStreamNow(ctx, service, method, cdID)
-		return err
+		return st, st, nil
 	}
-	for i := len(ics) - 1; i >= 0; i-- {
-		ic, inner := ics[i], open
-		open = func(ctx context.Context) error { return ic(ctx, service, method, inner) }
-	}
-	if err := open(ctx); err != nil {
-		if st != nil {
-			st.close()
+	spec := &StreamSpec{Service: service, Method: method, cd: cdID}
+	sio, err := c.openChain(ctx, spec)
+	if err != nil {
+		if spec.opened != nil {
+			spec.opened.close()
 		}
-		return nil, err
+		return nil, nil, err
 	}
-	if st == nil {
-		return nil, fleet.NewError(fleet.Internal, "stream interceptor returned without opening the stream")
+	if spec.opened == nil || sio == nil {
+		if spec.opened != nil {
+			spec.opened.close()
+		}
+		return nil, nil, fleet.NewError(fleet.Internal, "stream interceptor returned without opening the stream")
 	}
-	return st, nil
+	return spec.opened, sio, nil
 }
 
 // openStreamNow opens a stream to service.method: it waits for the
@@ -451,6 +436,7 @@ func (c *Client) codecFor(v any) codec.ID {
 // concurrent use.
 type ServerStreamForClient[Res any] struct {
 	st *clientStream
+	io Stream // st, or what the interceptors wrapped around it
 	rx streamrecv.Receiver[Res]
 }
 
@@ -461,20 +447,20 @@ type ServerStreamForClient[Res any] struct {
 // without streams it fails with Unimplemented wrapping
 // ErrStreamsUnsupported. Call Close when done with the stream.
 func CallServerStream[Req, Res any](ctx context.Context, c *Client, service, method string, req *Req) (*ServerStreamForClient[Res], error) {
-	st, err := c.openStream(ctx, service, method, c.codecFor(req))
+	st, sio, err := c.openStream(ctx, service, method, c.codecFor(req))
 	if err != nil {
 		return nil, err
 	}
-	s := &ServerStreamForClient[Res]{st: st}
-	err = st.send(req)
+	s := &ServerStreamForClient[Res]{st: st, io: sio}
+	err = sio.Send(req)
 	if err == nil {
-		err = st.closeSend()
+		err = sio.CloseRequest()
 	}
 	// A stream the server already ended (refused, say), or that the
 	// client ended itself while sending because the server broke the
 	// protocol (overran the window): Receive returns its status.
 	if err != nil && !st.ended.Load() && !(st.ctx.Err() != nil && ctx.Err() == nil) {
-		st.close()
+		sio.Close()
 		return nil, err
 	}
 	return s, nil
@@ -483,7 +469,7 @@ func CallServerStream[Req, Res any](ctx context.Context, c *Client, service, met
 // Receive waits for the next message and reports whether there is one.
 // After false, Err returns the stream's outcome: nil when the server ended
 // it with OK, else its *fleet.Error.
-func (s *ServerStreamForClient[Res]) Receive() bool { return s.rx.Next(s.st) }
+func (s *ServerStreamForClient[Res]) Receive() bool { return s.rx.Next(recvSource{s.io}) }
 
 // Msg returns the message of the last successful Receive.
 func (s *ServerStreamForClient[Res]) Msg() *Res { return s.rx.Msg() }
@@ -505,7 +491,7 @@ func (s *ServerStreamForClient[Res]) Buffered() int64 { return s.st.inbox.Held()
 
 // Close abandons the stream (cancelling it on the server if it is still
 // running) and releases it. It returns nil; calling it again is harmless.
-func (s *ServerStreamForClient[Res]) Close() error { s.st.close(); return nil }
+func (s *ServerStreamForClient[Res]) Close() error { return s.io.Close() }
 
 func (st *clientStream) trailerAfter(err error) fleet.Metadata {
 	if err == nil || !st.ended.Load() {
@@ -519,39 +505,40 @@ func (st *clientStream) trailerAfter(err error) fleet.Metadata {
 // the one Res. Not safe for concurrent use.
 type ClientStreamForClient[Req, Res any] struct {
 	st  *clientStream
+	io  Stream // st, or what the interceptors wrapped around it
 	err error
 }
 
 // CallClientStream opens the client-streaming method service.method on
 // c. ctx behaves as for CallServerStream. The codec is chosen for a Req.
 func CallClientStream[Req, Res any](ctx context.Context, c *Client, service, method string) (*ClientStreamForClient[Req, Res], error) {
-	st, err := c.openStream(ctx, service, method, c.codecFor(new(Req)))
+	st, sio, err := c.openStream(ctx, service, method, c.codecFor(new(Req)))
 	if err != nil {
 		return nil, err
 	}
-	return &ClientStreamForClient[Req, Res]{st: st}, nil
+	return &ClientStreamForClient[Req, Res]{st: st, io: sio}, nil
 }
 
 // Send sends one message, waiting while the server's window is exhausted.
 // After the stream ended it returns an error; CloseAndReceive then gives
 // the server's status.
-func (s *ClientStreamForClient[Req, Res]) Send(msg *Req) error { return s.st.send(msg) }
+func (s *ClientStreamForClient[Req, Res]) Send(msg *Req) error { return s.io.Send(msg) }
 
 // CloseAndReceive half-closes the stream and waits for the server's
 // response and end. It returns the response, or the stream's error.
 func (s *ClientStreamForClient[Req, Res]) CloseAndReceive() (*Res, error) {
-	defer s.st.close()
-	if err := s.st.closeSend(); err != nil {
+	defer s.io.Close()
+	if err := s.io.CloseRequest(); err != nil {
 		return nil, err
 	}
 	res := new(Res)
-	if err := s.st.Recv(res); err != nil {
+	if err := s.io.Receive(res); err != nil {
 		if err == io.EOF {
 			err = fleet.NewError(fleet.Internal, "client stream ended without a response")
 		}
 		return nil, err
 	}
-	if err := s.st.Recv(new(Res)); err != io.EOF {
+	if err := s.io.Receive(new(Res)); err != io.EOF {
 		if err == nil {
 			err = fleet.NewError(fleet.Internal, "client stream answered with more than one response")
 		}
@@ -572,6 +559,7 @@ func (s *ClientStreamForClient[Req, Res]) ResponseTrailer() fleet.Metadata {
 // another.
 type BidiStreamForClient[Req, Res any] struct {
 	st   *clientStream
+	io   Stream // st, or what the interceptors wrapped around it
 	done atomic.Bool
 }
 
@@ -579,25 +567,25 @@ type BidiStreamForClient[Req, Res any] struct {
 // behaves as for CallServerStream. Call Close (or Receive until it
 // fails) when done.
 func CallBidiStream[Req, Res any](ctx context.Context, c *Client, service, method string) (*BidiStreamForClient[Req, Res], error) {
-	st, err := c.openStream(ctx, service, method, c.codecFor(new(Req)))
+	st, sio, err := c.openStream(ctx, service, method, c.codecFor(new(Req)))
 	if err != nil {
 		return nil, err
 	}
-	return &BidiStreamForClient[Req, Res]{st: st}, nil
+	return &BidiStreamForClient[Req, Res]{st: st, io: sio}, nil
 }
 
 // Send sends one message, waiting while the server's window is exhausted.
-func (s *BidiStreamForClient[Req, Res]) Send(msg *Req) error { return s.st.send(msg) }
+func (s *BidiStreamForClient[Req, Res]) Send(msg *Req) error { return s.io.Send(msg) }
 
 // CloseRequest half-closes the sending side: the handler's Receive
 // returns io.EOF. Receiving goes on.
-func (s *BidiStreamForClient[Req, Res]) CloseRequest() error { return s.st.closeSend() }
+func (s *BidiStreamForClient[Req, Res]) CloseRequest() error { return s.io.CloseRequest() }
 
 // Receive returns the next message; at the end, io.EOF when the server
 // ended the stream with OK, else its *fleet.Error.
 func (s *BidiStreamForClient[Req, Res]) Receive() (*Res, error) {
 	m := new(Res)
-	if err := s.st.Recv(m); err != nil {
+	if err := s.io.Receive(m); err != nil {
 		s.done.Store(true)
 		return nil, err
 	}
@@ -615,4 +603,4 @@ func (s *BidiStreamForClient[Req, Res]) ResponseTrailer() fleet.Metadata {
 
 // Close abandons the stream, cancelling it on the server if it is still
 // running. It returns nil.
-func (s *BidiStreamForClient[Req, Res]) Close() error { s.st.close(); return nil }
+func (s *BidiStreamForClient[Req, Res]) Close() error { return s.io.Close() }

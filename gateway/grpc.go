@@ -116,6 +116,7 @@ func (g *Gateway) handleGRPCStream(ss grpc.ServerStream, name string, d server.S
 	}
 	ctx := ss.Context()
 	call := &server.StreamCall{
+		Route:   fleet.RouteGRPC,
 		Service: name, Method: d.Method, Codec: codec.ProtobufCodec{}, Metadata: grpcMetadata(ctx),
 		Recv: func() ([]byte, error) {
 			var in rawFrame
@@ -182,7 +183,7 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 		return err
 	}
 	ctx := ss.Context()
-	call := &server.Call{Service: svc, Method: method, Payload: in, Metadata: grpcMetadata(ctx),
+	call := &server.Call{Service: svc, Method: method, Payload: in, Metadata: grpcMetadata(ctx), Route: fleet.RouteGRPC,
 		CodecFor: func(d server.MethodDesc) (codec.Codec, error) {
 			if isProto(d.ArgType) && isProto(d.ReplyType) {
 				return codec.ProtobufCodec{}, nil

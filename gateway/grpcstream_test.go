@@ -536,13 +536,18 @@ func TestGRPCStreamAuthInterceptorLimits(t *testing.T) {
 			}
 			return nil
 		}),
-		server.WithStreamInterceptor(func(ctx context.Context, info *fleet.CallInfo, next func(context.Context) error) error {
-			seen.Add(1)
-			if info.Metadata()["refuse"] != "" {
-				return fleet.NewError(fleet.PermissionDenied, "refused by interceptor")
+		server.WithInterceptor(server.StreamInterceptorFunc(func(next server.StreamFunc) server.StreamFunc {
+			return func(ctx context.Context, info *fleet.CallInfo, st server.Stream) error {
+				seen.Add(1)
+				if info.Route != fleet.RouteGRPC {
+					return fleet.Errorf(fleet.Internal, "route %q, want grpc", info.Route)
+				}
+				if info.Metadata()["refuse"] != "" {
+					return fleet.NewError(fleet.PermissionDenied, "refused by interceptor")
+				}
+				return next(ctx, info, st)
 			}
-			return next(ctx)
-		}),
+		})),
 		server.WithMaxStreamMessage(1000),
 	)
 	cc := grpcConn(t, addr)

@@ -113,6 +113,7 @@ func (g *Gateway) serveJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	defer cancel()
 	reply, rmd, err := g.srv.Invoke(ctx, &server.Call{
+		Route:   fleet.RouteHTTP,
 		Service: svc, Method: method, Codec: jsonCodec{}, Payload: body,
 		Metadata: requestMetadata(r.Header), RemoteAddr: remoteAddr(r.RemoteAddr), LocalAddr: localAddr(r),
 	})

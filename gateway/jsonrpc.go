@@ -79,7 +79,7 @@ func (g *Gateway) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	base := server.Call{Codec: jsonCodec{}, Metadata: requestMetadata(r.Header), RemoteAddr: remoteAddr(r.RemoteAddr), LocalAddr: localAddr(r)}
+	base := server.Call{Route: fleet.RouteJSONRPC, Codec: jsonCodec{}, Metadata: requestMetadata(r.Header), RemoteAddr: remoteAddr(r.RemoteAddr), LocalAddr: localAddr(r)}
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if trimmed[0] != '[' {
 		resp, ok := g.runRPC(ctx, base, body, w.Header())

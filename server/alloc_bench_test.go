@@ -1,9 +1,11 @@
 package server_test
 
 import (
+	"context"
 	"net"
 	"testing"
 
+	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/codec"
 	"github.com/fleetrpc/fleet/internal/benchpb"
 	"github.com/fleetrpc/fleet/internal/bufpool"
@@ -26,9 +28,22 @@ import (
 // registered by Handle, called directly) and HandleDeadline (Handle, with
 // a deadline in each request, as clients whose context has one send).
 //
+// BenchmarkServerSideIntercepted is the same with one interceptor that
+// passes every call on: its fleet-allocs/op must equal BenchmarkServerSide's.
+//
 //	go test -run '^$' -bench ServerSide -benchmem ./server/
-func BenchmarkServerSide(b *testing.B) {
-	srv := server.New()
+func BenchmarkServerSide(b *testing.B) { benchServerSide(b) }
+
+func BenchmarkServerSideIntercepted(b *testing.B) {
+	benchServerSide(b, server.WithInterceptor(server.UnaryInterceptorFunc(func(next server.UnaryFunc) server.UnaryFunc {
+		return func(ctx context.Context, info *fleet.CallInfo, args, reply any) error {
+			return next(ctx, info, args, reply)
+		}
+	})))
+}
+
+func benchServerSide(b *testing.B, opts ...server.Option) {
+	srv := server.New(opts...)
 	if err := srv.Register(&demo.Hello{}); err != nil {
 		b.Fatal(err)
 	}

@@ -132,11 +132,6 @@ func (c *conn) readLoop() (handedOff bool) {
 	}()
 	for {
 		c.dropReading() // of the last frame, whatever it was
-		for _, h := range s.hooks.preRead {
-			if err := h.PreReadRequest(c.ctx); err != nil {
-				return
-			}
-		}
 		if idle > 0 {
 			// Refresh the read deadline lazily: at most twice per period.
 			if now := time.Now(); now.Sub(deadlineSet) > idle/2 {
@@ -364,7 +359,6 @@ func (s *Server) worker() {
 type callCtx struct {
 	context.Context
 	info fleet.CallInfo
-	m    *methodType // the method the call runs, for the interceptor chain's end
 	// dl is the call's deadline context when the request has a deadline
 	// (hasDL); see lazyDeadlineCtx. end releases it.
 	dl    lazyDeadlineCtx
@@ -385,9 +379,6 @@ func (c *callCtx) freeSlot() {
 	c.slot = nil
 	c.slotBusy.Store(false)
 }
-
-// methodKey is the context key under which a callCtx answers its method.
-type methodKey struct{}
 
 // callCtxKey is the context key under which a callCtx answers itself, so
 // that reflectMethod.invoke finds the call's slot under the contexts
@@ -411,6 +402,7 @@ func (c *conn) initCallCtx(cctx *callCtx, f *protocol.Frame, service, method str
 	cctx.info = fleet.CallInfo{
 		Service: service, Method: method,
 		RemoteAddr: c.remote, LocalAddr: c.local, Oneway: f.Flags&protocol.FlagOneway != 0,
+		Route: fleet.RouteNative,
 	}
 	cctx.info.SetWireMetadata(f.MetadataSectionIn(mdBuf))
 	if f.Timeout > 0 {
@@ -433,8 +425,6 @@ func (c *callCtx) Value(key any) any {
 	switch key.(type) {
 	case ctxkey.CallInfo:
 		return &c.info
-	case methodKey:
-		return c.m
 	case callCtxKey:
 		return c
 	}
@@ -452,7 +442,6 @@ func (t *task) run() {
 		c.s.inflight.Add(-1)
 		c.release(t.cost)
 	}()
-	s := c.s
 	oneway := f.Flags&protocol.FlagOneway != 0
 	// The call's context, args and reply: one allocation, unless the auth
 	// check made the context already.
@@ -465,7 +454,6 @@ func (t *task) run() {
 	} else {
 		args, reply = m.newCall()
 	}
-	cctx.m = m
 	defer cctx.end()
 	if !oneway && c.cancellable() {
 		lc := &cctx.lazy
@@ -485,21 +473,7 @@ func (t *task) run() {
 	t.buf = nil
 
 	if err == nil {
-		for _, h := range s.hooks.postRead {
-			if err = h.PostReadRequest(ctx, &cctx.info); err != nil {
-				break
-			}
-		}
-	}
-	if err == nil {
-		if s.chain != nil {
-			err = s.chain(ctx, args, reply)
-		} else {
-			err = s.safeCall(ctx, m, args, reply)
-		}
-	}
-	for _, h := range s.hooks.preWrite {
-		err = h.PreWriteResponse(ctx, &cctx.info, reply, err)
+		err = m.chain(ctx, &cctx.info, args, reply)
 	}
 	// The adaptive limit covers the handler's work, not the writing of
 	// its response (which waits for the connection's writer): the slot
@@ -512,10 +486,7 @@ func (t *task) run() {
 	// A lone call writes its response itself when the writer is idle
 	// (one hand-off less); other responses go to the writer goroutine,
 	// which coalesces them into fewer syscalls.
-	werr := c.respond(seq, cdID, compID, reply, err, cctx.info.ResponseMetadata, &m.replyHint, c.lone(f))
-	for _, h := range s.hooks.postWrite {
-		h.PostWriteResponse(ctx, &cctx.info, werr)
-	}
+	_ = c.respond(seq, cdID, compID, reply, err, cctx.info.ResponseMetadata, &m.replyHint, c.lone(f))
 }
 
 // decode decompresses and unmarshals a request's payload into args. room
@@ -542,33 +513,6 @@ func (c *conn) decodeWith(f *protocol.Frame, args any, room int, unmarshal func(
 		return fleet.Errorf(fleet.InvalidArgument, "decode arguments: %v", err)
 	}
 	return nil
-}
-
-// buildChain composes the interceptors around runHandler, once, when the
-// server is made; nil when there are none. Each link finds the call's info
-// in its context, so running the chain allocates nothing per call.
-func buildChain(ics []Interceptor, final Handler) Handler {
-	if len(ics) == 0 {
-		return nil
-	}
-	h := final
-	for i := len(ics) - 1; i >= 0; i-- {
-		ic, next := ics[i], h
-		h = func(ctx context.Context, args, reply any) error {
-			return ic(ctx, fleet.CallInfoFrom(ctx), args, reply, next)
-		}
-	}
-	return h
-}
-
-// runHandler is the end of the interceptor chain: it runs the handler of
-// the call ctx belongs to.
-func (s *Server) runHandler(ctx context.Context, args, reply any) error {
-	m, _ := ctx.Value(methodKey{}).(*methodType)
-	if m == nil {
-		return fleet.NewError(fleet.Internal, "interceptor passed on a context not derived from the call's")
-	}
-	return s.safeCall(ctx, m, args, reply)
 }
 
 // safeCall runs the handler and turns a panic into an Internal error.

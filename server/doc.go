@@ -43,13 +43,16 @@
 // "fleet.Admin", through which an operator steers the records Publish
 // keeps (Publications).
 //
-// Hooks (WithPlugin), interceptors (WithInterceptor) and an auth function
-// (WithAuth) extend it. All Server methods are safe for concurrent use.
+// Interceptors (WithInterceptor: one Interceptor wraps unary calls and
+// streams, in the manner of connect-go's, each method's chain built once
+// when it is registered), an auth function (WithAuth) and hooks for what is
+// not per call (WithPlugin: connection accepted and closed, service
+// registered, call refused) extend it. All Server methods are safe for
+// concurrent use.
 //
 // Streams share connections with calls: HandleServerStream,
-// HandleClientStream and HandleBidiStream register typed handlers,
-// RegisterStreams does it by reflection, and WithStreamInterceptor wraps
-// them. Each stream has its own flow-control window, so a slow client
+// HandleClientStream and HandleBidiStream register typed handlers, and
+// RegisterStreams does it by reflection. Each stream has its own flow-control window, so a slow client
 // holds back only its own stream. A client's cancel frame ends the
 // context of the call or stream it names (see docs/streams.md).
 //

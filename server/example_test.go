@@ -89,20 +89,26 @@ func ExampleServer_RegisterFunction() {
 }
 
 // Interceptors wrap every call, the first added outermost; they see the
-// call's info and may set response metadata or refuse the call.
+// call's info and may set response metadata or refuse the call. A
+// unary-only interceptor is one function (UnaryInterceptorFunc); the
+// server wraps each method once, when it is registered.
 func ExampleWithInterceptor() {
-	logCalls := func(ctx context.Context, info *fleet.CallInfo, args, reply any, next server.Handler) error {
-		err := next(ctx, args, reply)
-		fmt.Printf("served %s.%s: %v\n", info.Service, info.Method, fleet.CodeOf(err))
-		return err
-	}
-	tenantOnly := func(ctx context.Context, info *fleet.CallInfo, args, reply any, next server.Handler) error {
-		if info.Metadata()["tenant"] == "" {
-			return fleet.NewError(fleet.PermissionDenied, "no tenant")
+	logCalls := server.UnaryInterceptorFunc(func(next server.UnaryFunc) server.UnaryFunc {
+		return func(ctx context.Context, info *fleet.CallInfo, args, reply any) error {
+			err := next(ctx, info, args, reply)
+			fmt.Printf("served %s.%s: %v\n", info.Service, info.Method, fleet.CodeOf(err))
+			return err
 		}
-		fleet.SetResponseMetadata(ctx, "served-for", info.Metadata()["tenant"])
-		return next(ctx, args, reply)
-	}
+	})
+	tenantOnly := server.UnaryInterceptorFunc(func(next server.UnaryFunc) server.UnaryFunc {
+		return func(ctx context.Context, info *fleet.CallInfo, args, reply any) error {
+			if info.Metadata()["tenant"] == "" {
+				return fleet.NewError(fleet.PermissionDenied, "no tenant")
+			}
+			fleet.SetResponseMetadata(ctx, "served-for", info.Metadata()["tenant"])
+			return next(ctx, info, args, reply)
+		}
+	})
 	srv := server.New(server.WithInterceptor(logCalls, tenantOnly))
 	if err := srv.Register(Greeter{}); err != nil {
 		panic(err)

@@ -203,16 +203,16 @@ func TestHandleMetadataAndOneway(t *testing.T) {
 
 func TestHandleInterceptorSeesTypedValues(t *testing.T) {
 	seen := make(chan string, 8)
-	ic := func(ctx context.Context, info *fleet.CallInfo, args, reply any, next server.Handler) error {
+	ic := around(func(ctx context.Context, info *fleet.CallInfo, args, reply any, next server.UnaryFunc) error {
 		seen <- fmt.Sprintf("%s %T %T", info.Method, args, reply)
 		switch info.Method {
 		case "Swap":
-			return next(ctx, &Pair{}, reply) // the wrong type for T.Upper
+			return next(ctx, info, &Pair{}, reply) // the wrong type for T.Upper
 		case "Mul":
-			return next(ctx, &Msg{}, reply) // the wrong type for Arithmetic.Mul
+			return next(ctx, info, &Msg{}, reply) // the wrong type for Arithmetic.Mul
 		}
-		return next(ctx, args, reply)
-	}
+		return next(ctx, info, args, reply)
+	})
 	srv := server.New(server.WithInterceptor(ic))
 	upper := func(ctx context.Context, in *Msg, out *Msg) error {
 		out.S = strings.ToUpper(in.S)

@@ -27,12 +27,12 @@ func TestCallRefusedHook(t *testing.T) {
 	r := &refusals{}
 	var intercepted int
 	var mu sync.Mutex
-	ic := func(ctx context.Context, info *fleet.CallInfo, args, reply any, next server.Handler) error {
+	ic := around(func(ctx context.Context, info *fleet.CallInfo, args, reply any, next server.UnaryFunc) error {
 		mu.Lock()
 		intercepted++
 		mu.Unlock()
-		return next(ctx, args, reply)
-	}
+		return next(ctx, info, args, reply)
+	})
 	_, _, addr := newServer(t, server.Options(server.WithPlugin(r), nil, server.WithInterceptor(ic)))
 	c := dial(t, addr)
 	var reply int

@@ -42,6 +42,11 @@ type Call struct {
 	// Oneway runs the call as a oneway send: the handler runs to the end
 	// and Invoke returns its error, but no reply is encoded.
 	Oneway bool
+	// Route names the route the call came by, for the handler's CallInfo
+	// (interceptors label their records with it): fleet.RouteGRPC,
+	// fleet.RouteHTTP, fleet.RouteJSONRPC, ... Default (""):
+	// fleet.RouteInProcess.
+	Route fleet.Route
 }
 
 // Invoke runs one call through the server's call pipeline, as a native
@@ -51,9 +56,9 @@ type Call struct {
 // once Shutdown began; the rate limits; the adaptive limit, whose backlog
 // it waits in within ctx; the server's memory budget, WithMaxPendingBytes,
 // for the payload's bytes, waited for within ctx), then the lookup of the
-// method, the decoding of the payload, the PostRead hooks, the
-// interceptors and the handler (panics recovered), the PreWrite and
-// PostWrite hooks, and the encoding of the reply within MaxFrameSize. A
+// method, the decoding of the payload, the method's interceptor chain and
+// the handler (panics recovered), and the encoding of the reply within
+// MaxFrameSize. A
 // call refused before its handler runs is reported to the CallRefused
 // hooks. Shutdown waits for calls running in Invoke. The handler's context
 // is ctx with the call's *fleet.CallInfo, so ctx's deadline is the call's
@@ -87,6 +92,7 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 	cctx.info = fleet.CallInfo{
 		Service: call.Service, Method: call.Method,
 		RemoteAddr: call.RemoteAddr, LocalAddr: call.LocalAddr, Oneway: call.Oneway,
+		Route: routeOr(call.Route),
 	}
 	cctx.info.SetMetadata(call.Metadata)
 	hctx := context.Context(cctx)
@@ -123,7 +129,6 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 	s.calls.Add(1)
 	start := s.lat.start()
 	defer func() { s.lat.done(start) }()
-	cctx.m = m
 	cctx.info.Service, cctx.info.Method = m.service, m.name
 
 	ran = true
@@ -135,22 +140,7 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 		}
 	}
 	if err == nil {
-		for _, h := range s.hooks.postRead {
-			if err = h.PostReadRequest(hctx, &cctx.info); err != nil {
-				err = asCode(err, fleet.Unknown)
-				break
-			}
-		}
-	}
-	if err == nil {
-		if s.chain != nil {
-			err = s.chain(hctx, args, replyV)
-		} else {
-			err = s.safeCall(hctx, m, args, replyV)
-		}
-	}
-	for _, h := range s.hooks.preWrite {
-		err = h.PreWriteResponse(hctx, &cctx.info, replyV, err)
+		err = m.chain(hctx, &cctx.info, args, replyV)
 	}
 	if err == nil && !call.Oneway {
 		var merr error
@@ -164,9 +154,6 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 		if err != nil {
 			reply = nil
 		}
-	}
-	for _, h := range s.hooks.postWrite {
-		h.PostWriteResponse(hctx, &cctx.info, nil)
 	}
 	if err != nil {
 		// Every error leaves as a *fleet.Error; a plain error keeps its

@@ -106,6 +106,9 @@ type StreamCall struct {
 	Metadata fleet.Metadata
 	// RemoteAddr and LocalAddr become the handler's CallInfo addresses.
 	RemoteAddr, LocalAddr net.Addr
+	// Route names the route the stream came by, as Call.Route does.
+	// Default (""): fleet.RouteInProcess.
+	Route fleet.Route
 
 	// Recv returns the next encoded message from the client, or io.EOF
 	// after the client's half-close, or another error when the client's
@@ -129,7 +132,8 @@ type StreamCall struct {
 // InvokeStream runs one stream through the same path as a stream opened
 // by a native client: the stream handler table, the limits (metadata count
 // and size, WithMaxStreamMessage for each received message, the frame
-// limit for each sent one), the auth function, the stream interceptors,
+// limit for each sent one), the auth function, the method's interceptor
+// chain,
 // panic recovery and the Shutdown accounting (Shutdown waits for streams
 // running in InvokeStream; streams opened after Shutdown began are refused
 // with ShuttingDown). The handler's context is ctx with the stream's
@@ -163,7 +167,7 @@ func (s *Server) InvokeStream(ctx context.Context, call *StreamCall) (trailer fl
 		return refuse(err)
 	}
 	st := &serverStream{srv: s, local: call, codec: call.Codec}
-	st.info = fleet.CallInfo{Service: call.Service, Method: call.Method, RemoteAddr: call.RemoteAddr, LocalAddr: call.LocalAddr}
+	st.info = fleet.CallInfo{Service: call.Service, Method: call.Method, RemoteAddr: call.RemoteAddr, LocalAddr: call.LocalAddr, Route: routeOr(call.Route)}
 	st.info.SetMetadata(call.Metadata)
 	if err := s.authorize(&streamCtx{Context: ctx, info: &st.info}, &st.info); err != nil {
 		return refuse(err)

@@ -96,10 +96,12 @@ func (upperStreams) Up(ctx context.Context, st *server.BidiStream[Msg, Msg]) err
 func TestInvokeStream(t *testing.T) {
 	var intercepted atomic.Int64
 	srv := server.New(server.WithLogger(discardLogger()),
-		server.WithStreamInterceptor(func(ctx context.Context, info *fleet.CallInfo, next func(context.Context) error) error {
-			intercepted.Add(1)
-			return next(ctx)
-		}),
+		server.WithInterceptor(server.StreamInterceptorFunc(func(next server.StreamFunc) server.StreamFunc {
+			return func(ctx context.Context, info *fleet.CallInfo, st server.Stream) error {
+				intercepted.Add(1)
+				return next(ctx, info, st)
+			}
+		})),
 		server.WithMaxStreamMessage(64))
 	if err := srv.RegisterStreams("U", upperStreams{}); err != nil {
 		t.Fatal(err)

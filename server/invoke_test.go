@@ -53,12 +53,12 @@ func TestInvoke(t *testing.T) {
 			}
 			return nil
 		}),
-		server.WithInterceptor(func(ctx context.Context, info *fleet.CallInfo, args, reply any, next server.Handler) error {
+		server.WithInterceptor(around(func(ctx context.Context, info *fleet.CallInfo, args, reply any, next server.UnaryFunc) error {
 			mu.Lock()
 			icCalls++
 			mu.Unlock()
-			return next(ctx, args, reply)
-		}),
+			return next(ctx, info, args, reply)
+		})),
 		server.WithLimits(protocol.Limits{MaxDecompressedSize: 1 << 10}),
 		server.WithLogger(discardLogger()),
 	)
@@ -204,47 +204,48 @@ func TestServeConn(t *testing.T) {
 }
 
 // invokeHooks records the hook points Invoke passes through.
-type invokeHooks struct {
+type invokeRec struct {
 	mu  sync.Mutex
 	got []string
 }
 
-func (h *invokeHooks) add(s string) { h.mu.Lock(); h.got = append(h.got, s); h.mu.Unlock() }
+func (h *invokeRec) add(s string) { h.mu.Lock(); h.got = append(h.got, s); h.mu.Unlock() }
 
-func (h *invokeHooks) PostReadRequest(ctx context.Context, info *fleet.CallInfo) error {
-	h.add("postread " + info.Service + "." + info.Method)
-	if info.Metadata()["deny"] != "" {
-		return fleet.NewError(fleet.PermissionDenied, "denied by hook")
+func (h *invokeRec) WrapUnary(next server.UnaryFunc) server.UnaryFunc {
+	return func(ctx context.Context, info *fleet.CallInfo, args, reply any) error {
+		h.add("before " + info.Service + "." + info.Method + " " + string(info.Route))
+		if info.Metadata()["deny"] != "" {
+			return fleet.NewError(fleet.PermissionDenied, "denied by interceptor")
+		}
+		err := next(ctx, info, args, reply)
+		h.add("after " + fleet.CodeOf(err).String())
+		return err
 	}
-	return nil
 }
 
-func (h *invokeHooks) PreWriteResponse(ctx context.Context, info *fleet.CallInfo, reply any, err error) error {
-	h.add("prewrite")
-	return err
-}
+func (h *invokeRec) WrapStream(next server.StreamFunc) server.StreamFunc { return next }
 
-func (h *invokeHooks) PostWriteResponse(ctx context.Context, info *fleet.CallInfo, err error) {
-	h.add("postwrite")
-}
-
-func TestInvokeHooks(t *testing.T) {
-	h := &invokeHooks{}
-	srv := server.New(server.WithPlugin(h), server.WithLogger(discardLogger()))
+// TestInvokeInterceptor: Invoke runs the method's interceptor chain, with
+// the call's route in its info; an interceptor may refuse the call; a call
+// over the metadata limits is refused before the chain.
+func TestInvokeInterceptor(t *testing.T) {
+	h := &invokeRec{}
+	srv := server.New(server.WithInterceptor(h), server.WithLogger(discardLogger()))
 	defer srv.Close()
 	if err := srv.RegisterName("Md", mdSvc{}); err != nil {
 		t.Fatal(err)
 	}
-	call := &server.Call{Service: "Md", Method: "Echo", Codec: codec.JSONCodec{}, Payload: []byte(`{"S":"a"}`)}
+	call := &server.Call{Service: "Md", Method: "Echo", Codec: codec.JSONCodec{}, Payload: []byte(`{"S":"a"}`), Route: fleet.RouteHTTP}
 	if _, _, err := srv.Invoke(context.Background(), call); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"postread Md.Echo", "prewrite", "postwrite"}
+	want := []string{"before Md.Echo http", "after ok"}
 	h.mu.Lock()
 	got := append([]string(nil), h.got...)
+	h.got = nil
 	h.mu.Unlock()
 	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Fatalf("hooks %v, want %v", got, want)
+		t.Fatalf("interceptor saw %v, want %v", got, want)
 	}
 	call.Metadata = fleet.Metadata{"deny": "1"}
 	if _, _, err := srv.Invoke(context.Background(), call); fleet.CodeOf(err) != fleet.PermissionDenied {
@@ -258,5 +259,10 @@ func TestInvokeHooks(t *testing.T) {
 	call.Metadata = big
 	if _, _, err := srv.Invoke(context.Background(), call); fleet.CodeOf(err) != fleet.ResourceExhausted {
 		t.Fatalf("100 metadata pairs: %v", err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if want := []string{"before Md.Echo http"}; strings.Join(h.got, "|") != strings.Join(want, "|") {
+		t.Fatalf("after the denied and the oversized call, the interceptor saw %v, want %v", h.got, want)
 	}
 }

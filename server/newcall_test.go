@@ -76,7 +76,7 @@ func TestRegisteredRepliesPrepared(t *testing.T) {
 // it in both runs, with the call's info (the context's slot is lent to
 // one run at a time; run with -race).
 func TestInterceptorRunsHandlerConcurrently(t *testing.T) {
-	fanout := func(ctx context.Context, info *fleet.CallInfo, args, reply any, next server.Handler) error {
+	fanout := around(func(ctx context.Context, info *fleet.CallInfo, args, reply any, next server.UnaryFunc) error {
 		var wg sync.WaitGroup
 		errs := make([]error, 4)
 		for i := range errs {
@@ -87,7 +87,7 @@ func TestInterceptorRunsHandlerConcurrently(t *testing.T) {
 				if i == 0 {
 					r = reply.(*[]string)
 				}
-				errs[i] = next(ctx, args, r)
+				errs[i] = next(ctx, info, args, r)
 			}()
 		}
 		wg.Wait()
@@ -97,7 +97,7 @@ func TestInterceptorRunsHandlerConcurrently(t *testing.T) {
 			}
 		}
 		return nil
-	}
+	})
 	srv := server.New(server.WithInterceptor(fanout))
 	if err := srv.Register(PairSvc{}); err != nil {
 		t.Fatal(err)

@@ -23,22 +23,6 @@ func (f optionFunc) apply(o *options) { f(o) }
 // unless it is a *fleet.Error carrying another code.
 type AuthFunc func(ctx context.Context, info *fleet.CallInfo, token string) error
 
-// Handler runs a call: args and reply are the decoded arguments and the
-// reply to fill, as pointers.
-type Handler func(ctx context.Context, args, reply any) error
-
-// Interceptor wraps every call, two-way and oneway alike: it may inspect
-// or modify the call and must call next to run the handler (or return
-// without it to reject the call). info is the call's *fleet.CallInfo, the
-// same value fleet.CallInfoFrom(ctx) returns. The ctx passed to next must
-// be ctx or derived from it (context.WithValue and the like): next finds
-// the call's method through it.
-//
-// The server composes its interceptors into one chain when New runs, not
-// per call. Interceptors run after the auth function and the PostRead
-// hooks, and before the PreWrite hooks.
-type Interceptor func(ctx context.Context, info *fleet.CallInfo, args, reply any, next Handler) error
-
 type options struct {
 	limits       protocol.Limits
 	maxPerConn   int
@@ -51,7 +35,7 @@ type options struct {
 	compressMin  int
 	tls          *tls.Config
 	auth         AuthFunc
-	interceptors []Interceptor
+	interceptors []Interceptor // WithInterceptor (interceptor.go)
 	plugins      []any
 	logger       *slog.Logger
 	admission    // options_admission.go
@@ -134,16 +118,12 @@ func WithTLS(cfg *tls.Config) Option { return optionFunc(func(o *options) { o.tl
 // no authentication.
 func WithAuth(fn AuthFunc) Option { return optionFunc(func(o *options) { o.auth = fn }) }
 
-// WithInterceptor adds interceptors around every handler; the first added
-// is the outermost (it runs first and sees the handler's result last).
-// Default: none.
-func WithInterceptor(ics ...Interceptor) Option {
-	return optionFunc(func(o *options) { o.interceptors = append(o.interceptors, ics...) })
-}
-
 // WithPlugin adds hooks: p may implement any of the hook interfaces
-// (RegisterHook, ConnAcceptHook, ConnCloseHook, PreReadHook, PostReadHook,
-// PreWriteHook, PostWriteHook, CallRefusedHook). Default: none.
+// (RegisterHook, ConnAcceptHook, ConnCloseHook, CallRefusedHook), which are
+// the plug-in points that are not per call; what is per call (before and
+// after a handler, each stream message) is an Interceptor's. A p that is
+// also an Interceptor is not installed as one: pass it to WithInterceptor
+// too. Default: none.
 func WithPlugin(p any) Option {
 	return optionFunc(func(o *options) { o.plugins = append(o.plugins, p) })
 }

@@ -23,7 +23,6 @@ var ErrServerClosed = errors.New("server: closed")
 type Server struct {
 	opts  options
 	hooks hooks
-	chain Handler // the interceptors around runHandler, built by New; nil without interceptors
 
 	services atomic.Pointer[map[string]*service] // copy-on-write
 	// streamHandlers maps "service\x00method" to *streamHandler (stream.go).
@@ -78,7 +77,6 @@ func New(opts ...Option) *Server {
 	for _, p := range s.opts.plugins {
 		s.hooks.add(p)
 	}
-	s.chain = buildChain(s.opts.interceptors, s.runHandler)
 	empty := map[string]*service{}
 	s.services.Store(&empty)
 	if s.opts.workers > 0 {
@@ -169,6 +167,9 @@ func (s *Server) addMethods(name string, methods map[string]*methodType, merge b
 			return fmt.Errorf("server: method %s.%s already registered", name, k)
 		}
 		ns.methods[k] = v
+	}
+	for _, v := range methods {
+		s.setChain(v)
 	}
 	for _, h := range s.hooks.register {
 		if err := h.OnRegister(name, ns.methodNames()); err != nil {

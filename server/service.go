@@ -30,6 +30,9 @@ type methodType struct {
 	// invoke runs the method on pointers from newArgs and newReply (or
 	// pointers of the same types, after an interceptor).
 	invoke func(ctx context.Context, args, reply any) error
+	// chain runs invoke inside the server's interceptors, with panic
+	// recovery; set once, when the method is registered (setChain).
+	chain UnaryFunc
 	// newPair, when set, returns what newArgs and newReply would, from
 	// one allocation (a struct holding both); see newCall.
 	newPair func() (args, reply any)

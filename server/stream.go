@@ -25,20 +25,6 @@ import (
 type streamOptions struct {
 	window, maxStreams, maxMessage int
 	connWindow                     int // WithConnWindow; < 0: none
-	interceptors                   []StreamInterceptor
-}
-
-// StreamInterceptor wraps every stream handler: it sees the stream's
-// service, method and metadata in info, may change ctx, and must call
-// next to run the handler (or return an error without calling it to
-// refuse the stream). The error it returns ends the stream, with its
-// code. It sees the stream's open and end, not each message.
-type StreamInterceptor func(ctx context.Context, info *fleet.CallInfo, next func(ctx context.Context) error) error
-
-// WithStreamInterceptor adds interceptors around every stream handler;
-// the first added is the outermost. Default: none.
-func WithStreamInterceptor(ics ...StreamInterceptor) Option {
-	return optionFunc(func(o *options) { o.stream.interceptors = append(o.stream.interceptors, ics...) })
 }
 
 // Defaults of the stream options.
@@ -106,9 +92,11 @@ func WithMaxStreamMessage(n int) Option {
 }
 
 // streamHandler is a registered streaming method: run is the typed
-// handler behind an untyped stream.
+// handler behind an untyped stream, chain runs it inside the server's
+// interceptors (built by handleStream).
 type streamHandler struct {
-	run func(ctx context.Context, st *serverStream) error
+	run   func(ctx context.Context, st Stream) error
+	chain StreamFunc
 	// kind and the message types describe the method (StreamMethod); a
 	// type is nil when registration could not learn it.
 	kind     streamKind
@@ -122,6 +110,7 @@ func (s *Server) handleStream(service, method string, h *streamHandler) error {
 	if service == "" || method == "" {
 		return errors.New("server: empty service or method name")
 	}
+	h.chain = s.streamChain(h)
 	if _, dup := s.streamHandlers.LoadOrStore(streamKey(service, method), h); dup {
 		return fmt.Errorf("server: stream %s.%s already registered", service, method)
 	}
@@ -136,6 +125,7 @@ type serverStream struct {
 	id      uint64
 	codec   codec.Codec
 	codecID byte
+	kind    streamKind  // the handler's, set when it starts
 	comp    compress.ID // the client's compressor, named in the open frame; used for messages of compressMin bytes or more
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -254,7 +244,7 @@ func (c *conn) openStream(f protocol.Frame, buf *[]byte) {
 		srv: s, c: c, id: seq, codecID: cdID, comp: compID,
 		inbox:  flow.NewInbox(int64(so.window), int64(so.maxMessage)),
 		credit: flow.NewCredit(int64(c.ext.peerWindow.Load())),
-		info:   fleet.CallInfo{Service: svc, Method: method, RemoteAddr: c.remote, LocalAddr: c.local},
+		info:   fleet.CallInfo{Service: svc, Method: method, RemoteAddr: c.remote, LocalAddr: c.local, Route: fleet.RouteNative},
 	}
 	st.inbox.Release = c.releaseStreamMsg
 	st.info.SetWireMetadata(mdWire, mdN)
@@ -353,30 +343,11 @@ func (st *serverStream) serve(h *streamHandler) error {
 	return err
 }
 
-// intercepted runs the handler inside the stream interceptors.
+// intercepted runs the handler inside the interceptors: the chain
+// handleStream built for the method (see streamChain).
 func (st *serverStream) intercepted(h *streamHandler) error {
-	ics := st.srv.opts.stream.interceptors
-	if len(ics) == 0 {
-		return st.safeRun(st.ctx, h)
-	}
-	next := func(ctx context.Context) error { return st.safeRun(ctx, h) }
-	for i := len(ics) - 1; i >= 0; i-- {
-		ic, inner := ics[i], next
-		next = func(ctx context.Context) error { return ic(ctx, &st.info, inner) }
-	}
-	return next(st.ctx)
-}
-
-func (st *serverStream) safeRun(ctx context.Context, h *streamHandler) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			buf := make([]byte, 4096)
-			buf = buf[:runtime.Stack(buf, false)]
-			st.srv.opts.logger.Error("fleet server: stream handler panic", "service", st.info.Service, "method", st.info.Method, "panic", fmt.Sprint(p), "stack", string(buf))
-			err = fleet.Errorf(fleet.Internal, "panic in %s.%s: %v", st.info.Service, st.info.Method, p)
-		}
-	}()
-	return h.run(ctx, st)
+	st.kind = h.kind
+	return h.chain(st.ctx, &st.info, st)
 }
 
 var errStreamEnded = fleet.NewError(fleet.Canceled, "stream ended")
@@ -507,17 +478,17 @@ func (c *conn) endStream(id uint64, err error, trailer fleet.Metadata) {
 // ServerStream is the handler's side of a server-streaming method: it
 // sends any number of Res messages. Send is not safe for concurrent use;
 // the stream is valid only until the handler returns.
-type ServerStream[Res any] struct{ st *serverStream }
+type ServerStream[Res any] struct{ st Stream }
 
 // Send sends one message. It waits while the client's flow-control window
 // is exhausted (a slow consumer holds back only this stream) and fails
 // with the stream's end (Canceled, DeadlineExceeded, ...) once the
 // stream's context is done.
-func (s *ServerStream[Res]) Send(msg *Res) error { return s.st.send(msg) }
+func (s *ServerStream[Res]) Send(msg *Res) error { return s.st.Send(msg) }
 
 // ResponseTrailer returns the trailing metadata sent with the stream's
 // end; the handler may set keys until it returns.
-func (s *ServerStream[Res]) ResponseTrailer() fleet.Metadata { return s.st.trailers() }
+func (s *ServerStream[Res]) ResponseTrailer() fleet.Metadata { return s.st.ResponseTrailer() }
 
 func (st *serverStream) trailers() fleet.Metadata {
 	if st.trailer == nil {
@@ -530,13 +501,19 @@ func (st *serverStream) trailers() fleet.Metadata {
 // receives Req messages until the client half-closes. Not safe for
 // concurrent use.
 type ClientStream[Req any] struct {
-	st *serverStream
+	st Stream
 	rx streamrecv.Receiver[Req]
 }
 
+// recvSource is a Stream as the streamrecv.Source a receiver reads.
+type recvSource struct{ Stream }
+
+// Recv receives through the Stream.
+func (r recvSource) Recv(msg any) error { return r.Receive(msg) }
+
 // Receive waits for the next message and reports whether there is one;
 // after false, Err says why (nil when the client half-closed).
-func (s *ClientStream[Req]) Receive() bool { return s.rx.Next(s.st) }
+func (s *ClientStream[Req]) Receive() bool { return s.rx.Next(recvSource{s.st}) }
 
 // Msg returns the message of the last successful Receive.
 func (s *ClientStream[Req]) Msg() *Req { return s.rx.Msg() }
@@ -546,18 +523,18 @@ func (s *ClientStream[Req]) Err() error { return s.rx.Err() }
 
 // ResponseTrailer returns the trailing metadata sent with the stream's
 // end; the handler may set keys until it returns.
-func (s *ClientStream[Req]) ResponseTrailer() fleet.Metadata { return s.st.trailers() }
+func (s *ClientStream[Req]) ResponseTrailer() fleet.Metadata { return s.st.ResponseTrailer() }
 
 // BidiStream is the handler's side of a bidirectional method. Receive and
 // Send may be called from two goroutines (one each); neither is safe for
 // concurrent use with itself.
-type BidiStream[Req, Res any] struct{ st *serverStream }
+type BidiStream[Req, Res any] struct{ st Stream }
 
 // Receive returns the next message, or io.EOF after the client's
 // half-close, or the stream's end.
 func (s *BidiStream[Req, Res]) Receive() (*Req, error) {
 	m := new(Req)
-	if err := s.st.Recv(m); err != nil {
+	if err := s.st.Receive(m); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -565,11 +542,11 @@ func (s *BidiStream[Req, Res]) Receive() (*Req, error) {
 
 // Send sends one message, waiting for flow-control credit as
 // ServerStream.Send does.
-func (s *BidiStream[Req, Res]) Send(msg *Res) error { return s.st.send(msg) }
+func (s *BidiStream[Req, Res]) Send(msg *Res) error { return s.st.Send(msg) }
 
 // ResponseTrailer returns the trailing metadata sent with the stream's
 // end; set keys from the handler's goroutine before it returns.
-func (s *BidiStream[Req, Res]) ResponseTrailer() fleet.Metadata { return s.st.trailers() }
+func (s *BidiStream[Req, Res]) ResponseTrailer() fleet.Metadata { return s.st.ResponseTrailer() }
 
 // HandleServerStream serves fn as the server-streaming method
 // service.method: the client sends one Req and half-closes, fn sends any
@@ -577,9 +554,9 @@ func (s *BidiStream[Req, Res]) ResponseTrailer() fleet.Metadata { return s.st.tr
 // code and message. It fails when the name is empty or taken by another
 // stream method.
 func HandleServerStream[Req, Res any](s *Server, service, method string, fn func(ctx context.Context, req *Req, stream *ServerStream[Res]) error) error {
-	return s.handleStream(service, method, &streamHandler{run: func(ctx context.Context, st *serverStream) error {
+	return s.handleStream(service, method, &streamHandler{run: func(ctx context.Context, st Stream) error {
 		req := new(Req)
-		if err := st.Recv(req); err != nil {
+		if err := st.Receive(req); err != nil {
 			if err == io.EOF {
 				return fleet.NewError(fleet.InvalidArgument, "server stream opened without a request message")
 			}
@@ -593,7 +570,7 @@ func HandleServerStream[Req, Res any](s *Server, service, method string, fn func
 // service.method: the client sends any number of Req and half-closes; fn
 // returns one Res (sent before the stream's end) or an error.
 func HandleClientStream[Req, Res any](s *Server, service, method string, fn func(ctx context.Context, stream *ClientStream[Req]) (*Res, error)) error {
-	return s.handleStream(service, method, &streamHandler{run: func(ctx context.Context, st *serverStream) error {
+	return s.handleStream(service, method, &streamHandler{run: func(ctx context.Context, st Stream) error {
 		res, err := fn(ctx, &ClientStream[Req]{st: st})
 		if err != nil {
 			return err
@@ -601,14 +578,14 @@ func HandleClientStream[Req, Res any](s *Server, service, method string, fn func
 		if res == nil {
 			res = new(Res)
 		}
-		return st.send(res)
+		return st.Send(res)
 	}, kind: kindClient, req: reflect.TypeFor[Req](), res: reflect.TypeFor[Res]()})
 }
 
 // HandleBidiStream serves fn as the bidirectional method service.method:
 // both sides send any number of messages; fn's return ends the stream.
 func HandleBidiStream[Req, Res any](s *Server, service, method string, fn func(ctx context.Context, stream *BidiStream[Req, Res]) error) error {
-	return s.handleStream(service, method, &streamHandler{run: func(ctx context.Context, st *serverStream) error {
+	return s.handleStream(service, method, &streamHandler{run: func(ctx context.Context, st Stream) error {
 		return fn(ctx, &BidiStream[Req, Res]{st: st})
 	}, kind: kindBidi, req: reflect.TypeFor[Req](), res: reflect.TypeFor[Res]()})
 }

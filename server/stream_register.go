@@ -14,7 +14,7 @@ import (
 // *BidiStream[A, R]: it lets reflective registration build a typed stream
 // around the untyped one.
 type streamBinder interface {
-	bind(st *serverStream)
+	bind(st Stream)
 	kind() streamKind
 	// msgTypes returns the message types the stream type names (nil for
 	// one it does not name).
@@ -29,12 +29,12 @@ const (
 	kindBidi
 )
 
-func (s *ServerStream[Res]) bind(st *serverStream)    { s.st = st }
-func (*ServerStream[Res]) kind() streamKind           { return kindServer }
-func (s *ClientStream[Req]) bind(st *serverStream)    { s.st = st }
-func (*ClientStream[Req]) kind() streamKind           { return kindClient }
-func (s *BidiStream[Req, Res]) bind(st *serverStream) { s.st = st }
-func (*BidiStream[Req, Res]) kind() streamKind        { return kindBidi }
+func (s *ServerStream[Res]) bind(st Stream)    { s.st = st }
+func (*ServerStream[Res]) kind() streamKind    { return kindServer }
+func (s *ClientStream[Req]) bind(st Stream)    { s.st = st }
+func (*ClientStream[Req]) kind() streamKind    { return kindClient }
+func (s *BidiStream[Req, Res]) bind(st Stream) { s.st = st }
+func (*BidiStream[Req, Res]) kind() streamKind { return kindBidi }
 
 func (*ServerStream[Res]) msgTypes() (req, res reflect.Type) { return nil, reflect.TypeFor[Res]() }
 func (*ClientStream[Req]) msgTypes() (req, res reflect.Type) { return reflect.TypeFor[Req](), nil }
@@ -99,7 +99,7 @@ func streamMethod(fn reflect.Value) *streamHandler {
 	if last.Kind() != reflect.Pointer || !last.Implements(binderType) {
 		return nil
 	}
-	newStream := func(st *serverStream) reflect.Value {
+	newStream := func(st Stream) reflect.Value {
 		v := reflect.New(last.Elem())
 		v.Interface().(streamBinder).bind(st)
 		return v
@@ -117,9 +117,9 @@ func streamMethod(fn reflect.Value) *streamHandler {
 	switch {
 	case kind == kindServer && ft.NumIn() == 3 && ft.In(1).Kind() == reflect.Pointer && ft.NumOut() == 1 && ft.Out(0) == errType:
 		argType := ft.In(1).Elem()
-		return &streamHandler{run: func(ctx context.Context, st *serverStream) error {
+		return &streamHandler{run: func(ctx context.Context, st Stream) error {
 			req := reflect.New(argType)
-			if err := st.Recv(req.Interface()); err != nil {
+			if err := st.Receive(req.Interface()); err != nil {
 				if err == io.EOF {
 					return fleet.NewError(fleet.InvalidArgument, "server stream opened without a request message")
 				}
@@ -129,7 +129,7 @@ func streamMethod(fn reflect.Value) *streamHandler {
 		}, kind: kind, req: argType, res: resT}
 	case kind == kindClient && ft.NumIn() == 2 && ft.NumOut() == 2 && ft.Out(0).Kind() == reflect.Pointer && ft.Out(1) == errType:
 		resType := ft.Out(0).Elem()
-		return &streamHandler{run: func(ctx context.Context, st *serverStream) error {
+		return &streamHandler{run: func(ctx context.Context, st Stream) error {
 			out := fn.Call([]reflect.Value{ctxOf(ctx), newStream(st)})
 			if err := errOf(out[1]); err != nil {
 				return err
@@ -138,10 +138,10 @@ func streamMethod(fn reflect.Value) *streamHandler {
 			if res.IsNil() {
 				res = reflect.New(resType)
 			}
-			return st.send(res.Interface())
+			return st.Send(res.Interface())
 		}, kind: kind, req: reqT, res: resType}
 	case kind == kindBidi && ft.NumIn() == 2 && ft.NumOut() == 1 && ft.Out(0) == errType:
-		return &streamHandler{run: func(ctx context.Context, st *serverStream) error {
+		return &streamHandler{run: func(ctx context.Context, st Stream) error {
 			return errOf(fn.Call([]reflect.Value{ctxOf(ctx), newStream(st)})[0])
 		}, kind: kind, req: reqT, res: resT}
 	}

@@ -459,19 +459,23 @@ func TestStreamInterceptors(t *testing.T) {
 	var seen []string
 	var mu sync.Mutex
 	rec := func(s string) { mu.Lock(); seen = append(seen, s); mu.Unlock() }
-	addr, _, _ := streamServer(t, server.WithStreamInterceptor(
-		func(ctx context.Context, info *fleet.CallInfo, next func(context.Context) error) error {
-			rec("outer " + info.Method)
-			err := next(ctx)
-			rec(fmt.Sprintf("outer end %v", fleet.CodeOf(err)))
-			return err
-		},
-		func(ctx context.Context, info *fleet.CallInfo, next func(context.Context) error) error {
-			if info.Metadata()["deny"] != "" {
-				return fleet.NewError(fleet.PermissionDenied, "denied by interceptor")
+	addr, _, _ := streamServer(t, server.WithInterceptor(
+		server.StreamInterceptorFunc(func(next server.StreamFunc) server.StreamFunc {
+			return func(ctx context.Context, info *fleet.CallInfo, st server.Stream) error {
+				rec("outer " + info.Method)
+				err := next(ctx, info, st)
+				rec(fmt.Sprintf("outer end %v", fleet.CodeOf(err)))
+				return err
 			}
-			return next(ctx)
-		}))
+		}),
+		server.StreamInterceptorFunc(func(next server.StreamFunc) server.StreamFunc {
+			return func(ctx context.Context, info *fleet.CallInfo, st server.Stream) error {
+				if info.Metadata()["deny"] != "" {
+					return fleet.NewError(fleet.PermissionDenied, "denied by interceptor")
+				}
+				return next(ctx, info, st)
+			}
+		})))
 	c := dial(t, addr)
 	st, err := client.CallServerStream[Count, Count](context.Background(), c, "S", "Range", &Count{2})
 	if err != nil {
@@ -639,31 +643,107 @@ func TestStreamTransports(t *testing.T) {
 }
 
 // TestClientStreamInterceptors: a client stream interceptor adds metadata
-// the handler sees, and can refuse a stream before it is opened.
+// the handler sees, can refuse a stream before it is opened, and, by
+// wrapping the Stream it returns, sees every message the typed stream
+// sends and receives and its close.
 func TestClientStreamInterceptors(t *testing.T) {
 	srv := server.New()
 	server.HandleServerStream(srv, "S", "Who", func(ctx context.Context, req *Count, st *server.ServerStream[Msg]) error {
 		return st.Send(&Msg{fleet.IncomingMetadata(ctx)["tenant"]})
 	})
-	c := dial(t, testutil.Serve(t, srv), client.WithStreamInterceptor(
-		func(ctx context.Context, service, method string, open func(context.Context) error) error {
-			if method == "Forbidden" {
-				return fleet.NewError(fleet.PermissionDenied, "not from here")
+	server.HandleBidiStream(srv, "S", "Echo", func(ctx context.Context, st *server.BidiStream[Msg, Msg]) error {
+		for {
+			m, err := st.Receive()
+			if err != nil {
+				if err == io.EOF {
+					return nil
+				}
+				return err
 			}
-			return open(fleet.WithOutgoingMetadata(ctx, fleet.Metadata{"tenant": "blue"}))
-		}))
+			if err := st.Send(m); err != nil {
+				return err
+			}
+		}
+	})
+	var mu sync.Mutex
+	var seen []string
+	rec := func(s string) { mu.Lock(); seen = append(seen, s); mu.Unlock() }
+	c := dial(t, testutil.Serve(t, srv), client.WithInterceptor(client.StreamInterceptorFunc(func(next client.StreamFunc) client.StreamFunc {
+		return func(ctx context.Context, spec *client.StreamSpec) (client.Stream, error) {
+			if spec.Method == "Forbidden" {
+				return nil, fleet.NewError(fleet.PermissionDenied, "not from here")
+			}
+			st, err := next(fleet.WithOutgoingMetadata(ctx, fleet.Metadata{"tenant": "blue"}), spec)
+			if err != nil {
+				return nil, err
+			}
+			rec("open " + spec.Method)
+			return &seeingStream{Stream: st, rec: rec}, nil
+		}
+	})))
 	st, err := client.CallServerStream[Count, Msg](context.Background(), c, "S", "Who", &Count{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
 	if !st.Receive() || st.Msg().S != "blue" {
 		t.Fatalf("metadata from the interceptor: %v %v", st.Msg(), st.Err())
 	}
+	if st.Receive() || st.Err() != nil {
+		t.Fatalf("Who's end: %v", st.Err())
+	}
+	st.Close()
 	if _, err := client.CallServerStream[Count, Msg](context.Background(), c, "S", "Forbidden", &Count{}); fleet.CodeOf(err) != fleet.PermissionDenied {
 		t.Fatalf("refused stream: %v", err)
 	}
+	bs, err := client.CallBidiStream[Msg, Msg](context.Background(), c, "S", "Echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"x", "y"} {
+		if err := bs.Send(&Msg{s}); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := bs.Receive(); err != nil || m.S != s {
+			t.Fatalf("echo of %s: %v, %v", s, m, err)
+		}
+	}
+	bs.CloseRequest()
+	if _, err := bs.Receive(); err != io.EOF {
+		t.Fatalf("Echo's end: %v", err)
+	}
+	bs.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"open Who", "send", "closereq", "recv ok", "recv EOF", "close",
+		"open Echo", "send", "recv ok", "send", "recv ok", "closereq", "recv EOF", "close"}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Fatalf("the interceptor's stream saw\n%q\nwant\n%q", seen, want)
+	}
 }
+
+// seeingStream records what goes through a client Stream.
+type seeingStream struct {
+	client.Stream
+	rec func(string)
+}
+
+func (s *seeingStream) Send(msg any) error { s.rec("send"); return s.Stream.Send(msg) }
+
+func (s *seeingStream) Receive(msg any) error {
+	err := s.Stream.Receive(msg)
+	switch {
+	case err == nil:
+		s.rec("recv ok")
+	case err == io.EOF:
+		s.rec("recv EOF")
+	default:
+		s.rec("recv " + err.Error())
+	}
+	return err
+}
+
+func (s *seeingStream) CloseRequest() error { s.rec("closereq"); return s.Stream.CloseRequest() }
+func (s *seeingStream) Close() error        { s.rec("close"); return s.Stream.Close() }
 
 // TestStreamSmallThenLargeMessage: with a 1024-byte window, a small
 // message that the server consumes (under half the window, so no grant

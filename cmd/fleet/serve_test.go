@@ -37,7 +37,7 @@ func TestDemoServe(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	re := regexp.MustCompile(`(?m)^fleet_server_handled_total\{code="ok",instance="[^"]+",method="Add",service="Arith"\} (\S+)$`)
+	re := regexp.MustCompile(`(?m)^fleet_server_handled_total\{code="ok",instance="[^"]+",method="Add",route="native",service="Arith",type="unary"\} (\S+)$`)
 	handled := func() float64 {
 		_, body := get("/metrics")
 		var sum float64

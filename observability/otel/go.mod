@@ -13,7 +13,15 @@ require (
 )
 
 require (
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/grpc v1.85.0 // indirect
+)
+
+require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/fleetrpc/fleet/gateway v0.0.0-00010101000000-000000000000
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -29,3 +37,5 @@ require (
 )
 
 replace github.com/fleetrpc/fleet => ../..
+
+replace github.com/fleetrpc/fleet/gateway => ../../gateway

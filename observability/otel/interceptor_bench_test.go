@@ -36,8 +36,8 @@ func BenchmarkInterceptors(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			tel := benchTelemetry(b, tc.ratio, !tc.noMP, tc.opts...)
-			ci, si := tel.ClientInterceptor(), tel.ServerInterceptor()
-			handler := func(ctx context.Context, args, reply any) error { return nil }
+			ci := tel.ClientInterceptor()
+			si := tel.ServerInterceptor().WrapUnary(func(ctx context.Context, info *fleet.CallInfo, args, reply any) error { return nil })
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				var buf []byte
@@ -56,16 +56,17 @@ func BenchmarkInterceptors(b *testing.B) {
 					if err != nil {
 						return err
 					}
-					info := &fleet.CallInfo{Service: service, Method: method}
+					info := &fleet.CallInfo{Service: service, Method: method, Route: fleet.RouteNative}
 					// The section is copied into mdBuf, which the next
 					// call reuses; nothing keeps it past this one.
 					info.SetWireMetadata(f.MetadataSectionIn(mdBuf[:0]))
-					return si(context.Background(), info, args, reply, handler)
+					return si(context.Background(), info, args, reply)
 				}
 				var req Req
 				var rep Rep
+				call := ci.WrapUnary(invoke)
 				for pb.Next() {
-					if err := ci(context.Background(), "Echo", "Do", &req, &rep, invoke); err != nil {
+					if err := call(context.Background(), "Echo", "Do", &req, &rep); err != nil {
 						b.Error(err)
 						return
 					}

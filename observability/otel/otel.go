@@ -2,6 +2,7 @@ package fleetotel
 
 import (
 	"context"
+	"io"
 	"net"
 	"slices"
 	"strconv"
@@ -38,7 +39,20 @@ const (
 	ServerPortKey            = attribute.Key("server.port")
 	ClientAddressKey         = attribute.Key("client.address")
 	ClientPortKey            = attribute.Key("client.port")
+	// RPCMessageTypeKey and RPCMessageIDKey are the attributes of a
+	// stream's rpc.message events: SENT or RECEIVED, and the message's
+	// number, counted from 1 for each direction.
+	RPCMessageTypeKey = attribute.Key("rpc.message.type")
+	RPCMessageIDKey   = attribute.Key("rpc.message.id")
+	// RouteKey is Fleet's attribute for the route a call came by
+	// (fleet.Route: native, grpc, http, jsonrpc, inprocess), on server
+	// spans and the server's metrics.
+	RouteKey = attribute.Key("fleet.route")
 )
+
+// MessageEvent is the name of a stream message's span event, from the
+// RPC semantic conventions.
+const MessageEvent = "rpc.message"
 
 // Option configures New.
 type Option func(*config)
@@ -108,6 +122,10 @@ type Telemetry struct {
 	props         propagation.TextMapPropagator
 	serverDur     metric.Float64Histogram
 	clientDur     metric.Float64Histogram
+	// serverReqs and serverResps are the messages received and sent per
+	// server stream (rpc.server.requests_per_rpc and
+	// rpc.server.responses_per_rpc).
+	serverReqs, serverResps metric.Int64Histogram
 
 	methods table[*methodTel]
 }
@@ -122,6 +140,16 @@ type methodTel struct {
 	serverStart     []trace.SpanStartOption                          // kind, and the attributes WithSamplerAttributes
 	serverLate      []attribute.KeyValue                             // attributes set on recording spans after Start
 	ends            [fleet.ShuttingDown + 1]atomic.Pointer[endAttrs] // by code
+
+	// The server's telemetry of the method is one methodTel per route,
+	// its start attributes with fleet.route added: route is that route,
+	// and routes (on the method's methodTel) holds them, copy-on-write.
+	route  fleet.Route
+	routes atomic.Pointer[[]*methodTel]
+	mu     sync.Mutex // serialises writers of routes
+	// msgAttrs is the stream message counts' attribute set (server,
+	// per route): the start attributes.
+	msgAttrs []metric.RecordOption
 }
 
 // endAttrs are a method's attributes for one outcome code.
@@ -167,6 +195,14 @@ func New(opts ...Option) *Telemetry {
 		metric.WithDescription("Measures the duration of outbound remote procedure calls."), buckets); err != nil {
 		t.clientDur, _ = noopMeter.Float64Histogram("rpc.client.call.duration")
 	}
+	if t.serverReqs, err = meter.Int64Histogram("rpc.server.requests_per_rpc", metric.WithUnit("{count}"),
+		metric.WithDescription("Measures the number of messages received per RPC: recorded for streams.")); err != nil {
+		t.serverReqs, _ = noopMeter.Int64Histogram("rpc.server.requests_per_rpc")
+	}
+	if t.serverResps, err = meter.Int64Histogram("rpc.server.responses_per_rpc", metric.WithUnit("{count}"),
+		metric.WithDescription("Measures the number of messages sent per RPC: recorded for streams.")); err != nil {
+		t.serverResps, _ = noopMeter.Int64Histogram("rpc.server.responses_per_rpc")
+	}
 	return t
 }
 
@@ -174,19 +210,55 @@ func New(opts ...Option) *Telemetry {
 func (t *Telemetry) method(service, method string) *methodTel {
 	return t.methods.get(service, method, func() *methodTel {
 		start := []attribute.KeyValue{RPCSystemKey.String(System), RPCServiceKey.String(service), RPCMethodKey.String(method)}
-		m := &methodTel{
-			service: service, method: method,
-			name:        service + "/" + method,
-			start:       start,
-			serverStart: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)},
-		}
-		if t.samplerAttrs {
-			m.serverStart = append(m.serverStart, trace.WithAttributes(start...))
-		} else {
-			m.serverLate = start
-		}
-		return m
+		return t.newMethodTel(service, method, start)
 	})
+}
+
+func (t *Telemetry) newMethodTel(service, method string, start []attribute.KeyValue) *methodTel {
+	m := &methodTel{
+		service: service, method: method,
+		name:        service + "/" + method,
+		start:       start,
+		serverStart: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)},
+		msgAttrs:    []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(start...))},
+	}
+	if t.samplerAttrs {
+		m.serverStart = append(m.serverStart, trace.WithAttributes(start...))
+	} else {
+		m.serverLate = start
+	}
+	return m
+}
+
+// serverMethod returns the server's precomputed attributes of the call's
+// method and route, made on first use. The routes are the few the server
+// and gateway set, so a method has few entries.
+func (t *Telemetry) serverMethod(info *fleet.CallInfo) *methodTel {
+	base := t.method(info.Service, info.Method)
+	if p := base.routes.Load(); p != nil {
+		for _, m := range *p {
+			if m.route == info.Route {
+				return m
+			}
+		}
+	}
+	base.mu.Lock()
+	defer base.mu.Unlock()
+	var old []*methodTel
+	if p := base.routes.Load(); p != nil {
+		old = *p
+		for _, m := range old {
+			if m.route == info.Route {
+				return m
+			}
+		}
+	}
+	start := append(append([]attribute.KeyValue{}, base.start...), RouteKey.String(string(info.Route)))
+	m := t.newMethodTel(info.Service, info.Method, start)
+	m.route = info.Route
+	next := append(append(make([]*methodTel, 0, len(old)+1), old...), m)
+	base.routes.Store(&next)
+	return m
 }
 
 // endFor returns the method's attributes for code, made on first use.
@@ -210,55 +282,151 @@ func (m *methodTel) endFor(code fleet.Code) *endAttrs {
 }
 
 // ServerInterceptor returns the server interceptor: it continues the
-// caller's trace from the request metadata, runs the call under a server
-// span and records rpc.server.call.duration.
+// caller's trace from the request metadata, runs each call and each stream
+// under a server span and records rpc.server.call.duration, with the
+// call's route as fleet.route. On a stream's span each message the handler
+// sends or receives is an rpc.message event (rpc.message.type SENT or
+// RECEIVED, rpc.message.id counting from 1 each way), and the stream's
+// message counts go to rpc.server.requests_per_rpc and
+// rpc.server.responses_per_rpc.
 //
-// The method's attributes are built once per method; they, the address
-// attributes and the outcome are added only when the sampler made the span
-// recording (see WithSamplerAttributes), so an unsampled call costs the
-// span's start and end and the duration measurement.
-func (t *Telemetry) ServerInterceptor() server.Interceptor {
-	return func(ctx context.Context, info *fleet.CallInfo, args, reply any, next server.Handler) error {
-		if info.MetadataLen() > 0 {
-			ctx = t.props.Extract(ctx, infoCarrier{info})
+// The method's attributes are built once per method and route; they, the
+// address attributes, the events and the outcome are added only when the
+// sampler made the span recording (see WithSamplerAttributes), so an
+// unsampled call costs the span's start and end and the duration
+// measurement.
+func (t *Telemetry) ServerInterceptor() server.Interceptor { return (*serverInterceptor)(t) }
+
+type serverInterceptor Telemetry
+
+// serverCall is one call's or stream's span and clock.
+type serverCall struct {
+	m         *methodTel
+	span      trace.Span // nil: no span (WithParentBasedSampling, unsampled parent)
+	recording bool
+	measure   bool
+	start     time.Duration
+}
+
+// begin starts a call's span and clock; ctx is the context to pass on.
+func (t *Telemetry) begin(ctx context.Context, info *fleet.CallInfo) (context.Context, serverCall) {
+	if info.MetadataLen() > 0 {
+		ctx = t.props.Extract(ctx, infoCarrier{info})
+	}
+	sc := serverCall{m: t.serverMethod(info)}
+	if !t.skipUnsampled || !unsampledParent(ctx) {
+		ctx, sc.span = t.tracer.Start(ctx, sc.m.name, sc.m.serverStart...)
+		sc.recording = sc.span.IsRecording()
+	}
+	if sc.recording {
+		var buf [8]attribute.KeyValue
+		addrs := append(buf[:0], sc.m.serverLate...)
+		addrs = appendAddr(addrs, info.LocalAddr, ServerAddressKey, ServerPortKey)
+		addrs = appendAddr(addrs, info.RemoteAddr, ClientAddressKey, ClientPortKey)
+		sc.span.SetAttributes(addrs...)
+	}
+	// Without a meter provider (the global no-op one, say) the
+	// histogram is disabled: no clock reads then.
+	sc.measure = t.serverDur.Enabled(ctx)
+	if sc.measure {
+		sc.start = time.Since(epoch)
+	}
+	return ctx, sc
+}
+
+// end records the outcome err and ends the span.
+func (t *Telemetry) end(ctx context.Context, sc *serverCall, err error) {
+	code := fleet.CodeOf(err)
+	ea := sc.m.endFor(code)
+	if sc.measure {
+		t.serverDur.Record(ctx, (time.Since(epoch) - sc.start).Seconds(), ea.record...)
+	}
+	if sc.recording {
+		sc.span.SetAttributes(ea.end...)
+		if serverFault(code) {
+			sc.span.SetStatus(codes.Error, err.Error())
 		}
-		m := t.method(info.Service, info.Method)
-		var span trace.Span // nil: no span (WithParentBasedSampling, unsampled parent)
-		recording := false
-		if !t.skipUnsampled || !unsampledParent(ctx) {
-			ctx, span = t.tracer.Start(ctx, m.name, m.serverStart...)
-			recording = span.IsRecording()
-		}
-		if recording {
-			var buf [7]attribute.KeyValue
-			addrs := append(buf[:0], m.serverLate...)
-			addrs = appendAddr(addrs, info.LocalAddr, ServerAddressKey, ServerPortKey)
-			addrs = appendAddr(addrs, info.RemoteAddr, ClientAddressKey, ClientPortKey)
-			span.SetAttributes(addrs...)
-		}
-		// Without a meter provider (the global no-op one, say) the
-		// histogram is disabled: no clock reads then.
-		measure := t.serverDur.Enabled(ctx)
-		var start time.Duration
-		if measure {
-			start = time.Since(epoch)
-		}
-		err := next(ctx, args, reply)
-		code := fleet.CodeOf(err)
-		ea := m.endFor(code)
-		if measure {
-			t.serverDur.Record(ctx, (time.Since(epoch) - start).Seconds(), ea.record...)
-		}
-		if recording {
-			span.SetAttributes(ea.end...)
-			if serverFault(code) {
-				span.SetStatus(codes.Error, err.Error())
-			}
-		}
-		if span != nil {
-			span.End()
-		}
+	}
+	if sc.span != nil {
+		sc.span.End()
+	}
+}
+
+// WrapUnary runs each call under a server span.
+func (i *serverInterceptor) WrapUnary(next server.UnaryFunc) server.UnaryFunc {
+	t := (*Telemetry)(i)
+	return func(ctx context.Context, info *fleet.CallInfo, args, reply any) error {
+		ctx, sc := t.begin(ctx, info)
+		err := next(ctx, info, args, reply)
+		t.end(ctx, &sc, err)
 		return err
+	}
+}
+
+// WrapStream runs each stream under a server span, with its messages as
+// events and their counts recorded at its end.
+func (i *serverInterceptor) WrapStream(next server.StreamFunc) server.StreamFunc {
+	t := (*Telemetry)(i)
+	return func(ctx context.Context, info *fleet.CallInfo, st server.Stream) error {
+		ctx, sc := t.begin(ctx, info)
+		ts := &tracedStream{Stream: st}
+		if sc.recording {
+			ts.span = sc.span
+		}
+		err := next(ctx, info, ts)
+		if t.serverReqs.Enabled(ctx) {
+			t.serverReqs.Record(ctx, ts.received.Load(), sc.m.msgAttrs...)
+		}
+		if t.serverResps.Enabled(ctx) {
+			t.serverResps.Record(ctx, ts.sent.Load(), sc.m.msgAttrs...)
+		}
+		t.end(ctx, &sc, err)
+		return err
+	}
+}
+
+// tracedStream counts a stream's messages and, on a recording span, adds
+// an rpc.message event for each. Send and Receive may run on two
+// goroutines at once (a bidi handler's), hence the atomic counters; the
+// span is safe for concurrent use.
+type tracedStream struct {
+	server.Stream
+	msgEvents
+}
+
+// msgEvents counts a stream's messages each way and adds their events to
+// a recording span.
+type msgEvents struct {
+	span           trace.Span // nil: not recording
+	sent, received atomic.Int64
+}
+
+var (
+	sentAttr     = RPCMessageTypeKey.String("SENT")
+	receivedAttr = RPCMessageTypeKey.String("RECEIVED")
+)
+
+func (s *tracedStream) Send(msg any) error {
+	err := s.Stream.Send(msg)
+	if err == nil {
+		s.event(&s.sent, sentAttr)
+	}
+	return err
+}
+
+func (s *tracedStream) Receive(msg any) error {
+	err := s.Stream.Receive(msg)
+	if err == nil {
+		s.event(&s.received, receivedAttr)
+	}
+	return err
+}
+
+// event counts one message in n and adds its event to a recording span.
+func (s *msgEvents) event(n *atomic.Int64, typ attribute.KeyValue) {
+	id := n.Add(1)
+	if s.span != nil {
+		s.span.AddEvent(MessageEvent, trace.WithAttributes(typ, RPCMessageIDKey.Int64(id)))
 	}
 }
 
@@ -268,9 +436,12 @@ func (t *Telemetry) ServerOption() server.Option {
 	return server.WithInterceptor(t.ServerInterceptor())
 }
 
-// ClientInterceptor returns the client interceptor: it runs the call under
-// a client span, writes the trace context and baggage into the request
-// metadata, and records rpc.client.call.duration.
+// ClientInterceptor returns the client interceptor: it runs each call and
+// each stream under a client span, writes the trace context and baggage
+// into the request metadata, and records rpc.client.call.duration. A
+// stream's span lasts from its open to its end (the first Receive that
+// fails, io.EOF meaning ok, or else its Close, code canceled) and has an
+// rpc.message event for each message, as on the server.
 //
 // The span's start options are built once per method; the outcome is
 // added only to recording spans. The trace context is written whether or
@@ -303,59 +474,157 @@ type clientMethod struct {
 }
 
 func (t *Telemetry) clientInterceptor(server []attribute.KeyValue) client.Interceptor {
-	var methods table[*clientMethod]
-	return func(ctx context.Context, service, method string, args, reply any, invoke client.Invoker) error {
-		cm := methods.get(service, method, func() *clientMethod {
-			m := t.method(service, method)
-			attrs := append(append([]attribute.KeyValue{}, m.start...), server...)
-			cm := &clientMethod{m: m, opts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}}
-			if t.samplerAttrs {
-				cm.opts = append(cm.opts, trace.WithAttributes(attrs...))
-			} else {
-				cm.late = attrs
-			}
-			return cm
-		})
-		var span trace.Span // nil: no span (WithParentBasedSampling, unsampled parent)
-		recording := false
-		if !t.skipUnsampled || !unsampledParent(ctx) {
-			ctx, span = t.tracer.Start(ctx, cm.m.name, cm.opts...)
-			recording = span.IsRecording()
+	return &clientInterceptor{t: t, server: server}
+}
+
+// clientInterceptor is one client interceptor: its server address
+// attributes and its methods' span start options.
+type clientInterceptor struct {
+	t       *Telemetry
+	server  []attribute.KeyValue
+	methods table[*clientMethod]
+}
+
+// method returns service.method's span start options.
+func (ci *clientInterceptor) method(service, method string) *clientMethod {
+	t := ci.t
+	return ci.methods.get(service, method, func() *clientMethod {
+		m := t.method(service, method)
+		attrs := append(append([]attribute.KeyValue{}, m.start...), ci.server...)
+		cm := &clientMethod{m: m, opts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}}
+		if t.samplerAttrs {
+			cm.opts = append(cm.opts, trace.WithAttributes(attrs...))
+		} else {
+			cm.late = attrs
 		}
-		if recording && len(cm.late) > 0 {
-			span.SetAttributes(cm.late...)
+		return cm
+	})
+}
+
+// clientCall is one client call's or stream's span and clock.
+type clientCall struct {
+	m         *clientMethod
+	span      trace.Span // nil: no span (WithParentBasedSampling, unsampled parent)
+	recording bool
+	measure   bool
+	start     time.Duration
+}
+
+// begin starts the span of a call or stream and writes the trace context
+// into the outgoing metadata; ctx is the context to go on with.
+func (ci *clientInterceptor) begin(ctx context.Context, service, method string) (context.Context, clientCall) {
+	t := ci.t
+	cc := clientCall{m: ci.method(service, method)}
+	if !t.skipUnsampled || !unsampledParent(ctx) {
+		ctx, cc.span = t.tracer.Start(ctx, cc.m.m.name, cc.m.opts...)
+		cc.recording = cc.span.IsRecording()
+	}
+	if cc.recording && len(cc.m.late) > 0 {
+		cc.span.SetAttributes(cc.m.late...)
+	}
+	pc := carriers.Get().(*pairCarrier)
+	t.props.Inject(ctx, pc)
+	switch {
+	case len(pc.kv) == 2: // traceparent alone: the context copies it
+		ctx = fleet.AppendOutgoingMetadata(ctx, pc.kv...)
+	case len(pc.kv) > 0: // the context keeps the slice
+		ctx = fleet.AppendOutgoingMetadata(ctx, slices.Clone(pc.kv)...)
+	}
+	pc.reset()
+	carriers.Put(pc)
+	cc.measure = t.clientDur.Enabled(ctx)
+	if cc.measure {
+		cc.start = time.Since(epoch)
+	}
+	return ctx, cc
+}
+
+// end records the outcome err and ends the span.
+func (ci *clientInterceptor) end(ctx context.Context, cc *clientCall, err error) {
+	ea := cc.m.m.endFor(fleet.CodeOf(err))
+	if cc.measure {
+		ci.t.clientDur.Record(ctx, (time.Since(epoch) - cc.start).Seconds(), ea.record...)
+	}
+	if cc.recording {
+		cc.span.SetAttributes(ea.end...)
+		if err != nil {
+			cc.span.SetStatus(codes.Error, err.Error())
 		}
-		pc := carriers.Get().(*pairCarrier)
-		t.props.Inject(ctx, pc)
-		switch {
-		case len(pc.kv) == 2: // traceparent alone: the context copies it
-			ctx = fleet.AppendOutgoingMetadata(ctx, pc.kv...)
-		case len(pc.kv) > 0: // the context keeps the slice
-			ctx = fleet.AppendOutgoingMetadata(ctx, slices.Clone(pc.kv)...)
-		}
-		pc.reset()
-		carriers.Put(pc)
-		measure := t.clientDur.Enabled(ctx)
-		var start time.Duration
-		if measure {
-			start = time.Since(epoch)
-		}
+	}
+	if cc.span != nil {
+		cc.span.End()
+	}
+}
+
+// WrapUnary runs each call under a client span.
+func (ci *clientInterceptor) WrapUnary(invoke client.Invoker) client.Invoker {
+	return func(ctx context.Context, service, method string, args, reply any) error {
+		ctx, cc := ci.begin(ctx, service, method)
 		err := invoke(ctx, service, method, args, reply)
-		ea := cm.m.endFor(fleet.CodeOf(err))
-		if measure {
-			t.clientDur.Record(ctx, (time.Since(epoch) - start).Seconds(), ea.record...)
-		}
-		if recording {
-			span.SetAttributes(ea.end...)
-			if err != nil {
-				span.SetStatus(codes.Error, err.Error())
-			}
-		}
-		if span != nil {
-			span.End()
-		}
+		ci.end(ctx, &cc, err)
 		return err
 	}
+}
+
+// WrapStream runs each stream under a client span, from its open to its
+// end (the first failed Receive, io.EOF meaning ok, or else its Close,
+// code canceled), with an rpc.message event for each message.
+func (ci *clientInterceptor) WrapStream(next client.StreamFunc) client.StreamFunc {
+	return func(ctx context.Context, spec *client.StreamSpec) (client.Stream, error) {
+		ctx, cc := ci.begin(ctx, spec.Service, spec.Method)
+		st, err := next(ctx, spec)
+		if err != nil {
+			ci.end(ctx, &cc, err)
+			return nil, err
+		}
+		ts := &tracedClientStream{Stream: st, ci: ci, ctx: ctx, cc: cc}
+		if cc.recording {
+			ts.span = cc.span
+		}
+		return ts, nil
+	}
+}
+
+// tracedClientStream adds a client stream's message events and ends its
+// span once.
+type tracedClientStream struct {
+	client.Stream
+	msgEvents
+	ci   *clientInterceptor
+	ctx  context.Context
+	cc   clientCall
+	once sync.Once
+}
+
+func (s *tracedClientStream) Send(msg any) error {
+	err := s.Stream.Send(msg)
+	if err == nil {
+		s.event(&s.sent, sentAttr)
+	}
+	return err
+}
+
+func (s *tracedClientStream) Receive(msg any) error {
+	err := s.Stream.Receive(msg)
+	switch {
+	case err == nil:
+		s.event(&s.received, receivedAttr)
+	case err == io.EOF:
+		s.finish(nil)
+	default:
+		s.finish(err)
+	}
+	return err
+}
+
+func (s *tracedClientStream) Close() error {
+	s.finish(fleet.NewError(fleet.Canceled, "stream closed before its end"))
+	return s.Stream.Close()
+}
+
+// finish ends the stream's span once, with err's code.
+func (s *tracedClientStream) finish(err error) {
+	s.once.Do(func() { s.ci.end(s.ctx, &s.cc, err) })
 }
 
 // ClientOption returns the client option that installs ClientInterceptor.

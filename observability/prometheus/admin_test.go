@@ -66,7 +66,7 @@ func TestAdmin(t *testing.T) {
 		t.Errorf("/metrics without token: %d", code)
 	}
 	code, body := get(t, base+"/metrics", token)
-	if code != 200 || !strings.Contains(body, `fleet_server_handled_total{code="ok",method="Add",service="Arith"} 1`) {
+	if code != 200 || !strings.Contains(body, `fleet_server_handled_total{code="ok",method="Add",route="native",service="Arith",type="unary"} 1`) {
 		t.Errorf("/metrics: %d\n%s", code, body)
 	}
 	for _, p := range []string{"/healthz", "/readyz"} {

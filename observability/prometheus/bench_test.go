@@ -66,16 +66,17 @@ func BenchmarkInterceptors(b *testing.B) {
 	reg := prometheus.NewRegistry()
 	sm, cm := fleetprom.NewServerMetrics(), fleetprom.NewClientMetrics()
 	reg.MustRegister(sm, cm)
-	si, ci := sm.Interceptor(), cm.Interceptor()
-	handler := func(ctx context.Context, args, reply any) error { return nil }
+	si := sm.Interceptor().WrapUnary(func(ctx context.Context, info *fleet.CallInfo, args, reply any) error { return nil })
+	ci := cm.Interceptor()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
-		info := &fleet.CallInfo{Service: "Arith", Method: "Add"}
+		info := &fleet.CallInfo{Service: "Arith", Method: "Add", Route: fleet.RouteNative}
 		invoke := func(ctx context.Context, service, method string, args, reply any) error {
-			return si(ctx, info, args, reply, handler)
+			return si(ctx, info, args, reply)
 		}
+		call := ci.WrapUnary(invoke)
 		for pb.Next() {
-			if err := ci(context.Background(), "Arith", "Add", nil, nil, invoke); err != nil {
+			if err := call(context.Background(), "Arith", "Add", nil, nil); err != nil {
 				b.Error(err)
 				return
 			}

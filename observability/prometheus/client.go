@@ -2,7 +2,11 @@ package fleetprom
 
 import (
 	"context"
+	"io"
+	"sync"
+	"time"
 
+	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/client"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -33,23 +37,100 @@ func NewClientMetrics(opts ...Option) *ClientMetrics {
 		}, []string{"service", "method", "code"}),
 		seconds: prometheus.NewHistogramVec(cfg.histogramOpts(
 			"fleet_client_handling_seconds",
-			"Time from the start of a call to its result on the client, in seconds.",
+			"Time from the start of a call to its result on the client, in seconds; for a stream, from its open to its end.",
 		), []string{"service", "method"}),
+		msgSent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleet_client_msg_sent_total", ConstLabels: cl,
+			Help: "Stream messages the client sent.",
+		}, []string{"service", "method"}),
+		msgRecv: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleet_client_msg_received_total", ConstLabels: cl,
+			Help: "Stream messages the client received.",
+		}, []string{"service", "method"}),
 	}}
 	m.x = newXMetrics(cl)
 	m.rpc.init()
 	return m
 }
 
-// Interceptor returns the client interceptor that counts and times calls.
-func (m *ClientMetrics) Interceptor() client.Interceptor {
-	return func(ctx context.Context, service, method string, args, reply any, invoke client.Invoker) error {
-		mm := m.rpc.lookup(service, method)
+// Interceptor returns the client interceptor that counts and times calls
+// (Call, Go and Send) and streams, and counts each stream's messages.
+func (m *ClientMetrics) Interceptor() client.Interceptor { return (*clientInterceptor)(m) }
+
+type clientInterceptor ClientMetrics
+
+// WrapUnary counts and times each call.
+func (i *clientInterceptor) WrapUnary(next client.Invoker) client.Invoker {
+	r := &i.rpc
+	return func(ctx context.Context, service, method string, args, reply any) error {
+		mm := r.lookup(service, method, "", typeUnary)
 		start := mm.begin()
-		err := invoke(ctx, service, method, args, reply)
-		m.rpc.end(ctx, mm, start, err)
+		err := next(ctx, service, method, args, reply)
+		r.end(ctx, mm, start, err)
 		return err
 	}
+}
+
+// WrapStream counts each stream's open, messages and end. A stream ends
+// when Receive first returns an error (io.EOF: code ok) or, before that,
+// when it is closed (code canceled); a refused open ends it at once.
+func (i *clientInterceptor) WrapStream(next client.StreamFunc) client.StreamFunc {
+	r := &i.rpc
+	return func(ctx context.Context, spec *client.StreamSpec) (client.Stream, error) {
+		mm := r.lookup(spec.Service, spec.Method, "", typeStream)
+		start := mm.begin()
+		st, err := next(ctx, spec)
+		if err != nil {
+			r.end(ctx, mm, start, err)
+			return nil, err
+		}
+		return &clientCountingStream{Stream: st, r: r, m: mm, ctx: ctx, start: start}, nil
+	}
+}
+
+// typeStream marks the client's stream series (the client's series have
+// no type label: it tells them apart from calls for the message counts).
+const typeStream = "stream"
+
+// clientCountingStream counts a client stream's messages and its end.
+type clientCountingStream struct {
+	client.Stream
+	r     *rpcMetrics
+	m     *mMetrics
+	ctx   context.Context
+	start time.Duration
+	once  sync.Once
+}
+
+func (s *clientCountingStream) Send(msg any) error {
+	err := s.Stream.Send(msg)
+	if err == nil {
+		s.m.sent.Inc()
+	}
+	return err
+}
+
+func (s *clientCountingStream) Receive(msg any) error {
+	err := s.Stream.Receive(msg)
+	switch {
+	case err == nil:
+		s.m.received.Inc()
+	case err == io.EOF:
+		s.finish(nil)
+	default:
+		s.finish(err)
+	}
+	return err
+}
+
+func (s *clientCountingStream) Close() error {
+	s.finish(fleet.NewError(fleet.Canceled, "stream closed before its end"))
+	return s.Stream.Close()
+}
+
+// finish counts the stream's end once, with err's code.
+func (s *clientCountingStream) finish(err error) {
+	s.once.Do(func() { s.r.end(s.ctx, s.m, s.start, err) })
 }
 
 // Option returns the client option that installs Interceptor.

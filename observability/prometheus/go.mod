@@ -10,8 +10,16 @@ require (
 )
 
 require (
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/grpc v1.85.0 // indirect
+)
+
+require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/fleetrpc/fleet/gateway v0.0.0-00010101000000-000000000000
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
@@ -25,3 +33,5 @@ require (
 )
 
 replace github.com/fleetrpc/fleet => ../..
+
+replace github.com/fleetrpc/fleet/gateway => ../../gateway

@@ -27,10 +27,12 @@ import (
 const prometheusBin = "/usr/bin/prometheus"
 
 // TestRealPrometheusScrape serves a Fleet server's metrics over HTTP, makes
-// a known number of calls, runs a real Prometheus server (a child process
-// on 127.0.0.1 scraping every 500 ms with native histograms enabled) and
+// a known number of native calls, streams and calls through the gateway's
+// HTTP/JSON side, runs a real Prometheus server (a child process on
+// 127.0.0.1 scraping every 500 ms with native histograms enabled) and
 // polls its query API until fleet_server_handled_total for the method
-// reaches the count and the handling-time histogram holds as many samples.
+// reaches the count, the handling-time histogram holds as many samples,
+// the stream message counts and the gateway calls (route "http") are in.
 func TestRealPrometheusScrape(t *testing.T) {
 	if _, err := os.Stat(prometheusBin); err != nil {
 		t.Fatalf("%s missing (run .ci/services.sh, which sources .ci/setup.d/20-prometheus.sh): %v", prometheusBin, err)
@@ -39,7 +41,7 @@ func TestRealPrometheusScrape(t *testing.T) {
 	sm := fleetprom.NewServerMetrics()
 	cm := fleetprom.NewClientMetrics()
 	reg.MustRegister(sm, cm)
-	addr := serve(t, server.New(sm.Option()))
+	addr := serveGateway(t, server.New(sm.Option()))
 	metrics := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	t.Cleanup(metrics.Close) // after Prometheus stops: cleanups run last first
 
@@ -56,12 +58,18 @@ func TestRealPrometheusScrape(t *testing.T) {
 		}
 	}
 
+	exercise(t, addr)
+
 	api := startPrometheus(t, metrics.Listener.Addr().String())
 	queries := map[string]float64{
-		`fleet_server_handled_total{service="Arith",method="Add",code="ok"}`: calls,
-		`fleet_client_handled_total{service="Arith",method="Add",code="ok"}`: calls,
+		`fleet_server_handled_total{service="Arith",method="Add",route="native",code="ok"}`: calls,
+		`fleet_client_handled_total{service="Arith",method="Add",code="ok"}`:                calls,
 		// With native histograms on, Prometheus stores the native form.
-		`histogram_count(fleet_server_handling_seconds{service="Arith",method="Add"})`: calls,
+		`histogram_count(fleet_server_handling_seconds{service="Arith",method="Add",route="native"})`: calls,
+		`fleet_server_handled_total{service="Arith",method="Add",route="http",code="ok"}`:             httpCalls,
+		`fleet_server_msg_received_total{service="Chat",method="Echo",type="bidi_stream"}`:            echoWords,
+		`fleet_server_msg_sent_total{service="Chat",method="Echo",type="bidi_stream"}`:                echoWords,
+		`fleet_server_msg_sent_total{service="Chat",method="Spell",type="server_stream"}`:             float64(len(spellWord)),
 	}
 	deadline := time.Now().Add(25 * time.Second)
 	for q, want := range queries {

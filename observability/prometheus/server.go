@@ -29,21 +29,29 @@ func NewServerMetrics(opts ...Option) *ServerMetrics {
 	cl := cfg.constLabels
 	m := &ServerMetrics{
 		rpc: rpcMetrics{
-			cfg: cfg,
+			cfg: cfg, routed: true,
 			started: prometheus.NewCounterVec(prometheus.CounterOpts{
 				Name: "fleet_server_started_total", ConstLabels: cl,
-				Help: "Calls started on the server: handlers entered, after decoding and authentication.",
-			}, []string{"service", "method"}),
+				Help: "Calls and streams started on the server: handlers entered, after authentication (and, for calls, decoding).",
+			}, seriesLabels),
 			handled: prometheus.NewCounterVec(prometheus.CounterOpts{
 				Name: "fleet_server_handled_total", ConstLabels: cl,
-				Help: "Calls completed on the server, by the fleet.Code they returned.",
-			}, []string{"service", "method", "code"}),
+				Help: "Calls and streams completed on the server, by the fleet.Code they ended with.",
+			}, append(seriesLabels[:len(seriesLabels):len(seriesLabels)], "code")),
 			seconds: prometheus.NewHistogramVec(cfg.histogramOpts(
 				"fleet_server_handling_seconds",
-				"Time handlers (with the interceptors installed after this one) took, in seconds.",
-			), []string{"service", "method"}),
+				"Time handlers (with the interceptors installed after this one) took, in seconds; for a stream, from its open to its end.",
+			), seriesLabels),
+			msgRecv: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "fleet_server_msg_received_total", ConstLabels: cl,
+				Help: "Stream messages the handlers received from clients.",
+			}, seriesLabels),
+			msgSent: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "fleet_server_msg_sent_total", ConstLabels: cl,
+				Help: "Stream messages the handlers sent to clients.",
+			}, seriesLabels),
 			inflight: prometheus.NewDesc("fleet_server_in_flight",
-				"Calls running on the server now.", []string{"service", "method"}, cl),
+				"Calls and streams running on the server now.", seriesLabels, cl),
 		},
 		conns: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fleet_server_connections", ConstLabels: cl,
@@ -70,6 +78,12 @@ func NewServerMetrics(opts ...Option) *ServerMetrics {
 	return m
 }
 
+// seriesLabels are the labels of the server's per-method series: the
+// route is the way the call came (fleet.Route: native, grpc, http,
+// jsonrpc, inprocess), the type go-grpc-middleware's grpc_type values
+// (unary, client_stream, server_stream, bidi_stream).
+var seriesLabels = []string{"service", "method", "route", "type"}
+
 // Option returns the server option that installs the metrics: the
 // interceptor (Interceptor) and the plugin (Plugin). Options added after it
 // run inside it, so their time counts in fleet_server_handling_seconds.
@@ -77,16 +91,70 @@ func (m *ServerMetrics) Option() server.Option {
 	return server.Options(server.WithPlugin(m.Plugin()), server.WithInterceptor(m.Interceptor()))
 }
 
-// Interceptor returns the server interceptor that counts calls and times
-// them. Use Option unless you order interceptors yourself.
-func (m *ServerMetrics) Interceptor() server.Interceptor {
-	return func(ctx context.Context, info *fleet.CallInfo, args, reply any, next server.Handler) error {
-		mm := m.rpc.lookup(info.Service, info.Method)
+// Interceptor returns the server interceptor that counts calls and
+// streams, times them, and counts each stream's messages, labelled by
+// route. Use Option unless you order interceptors yourself.
+func (m *ServerMetrics) Interceptor() server.Interceptor { return (*serverInterceptor)(m) }
+
+type serverInterceptor ServerMetrics
+
+// WrapUnary counts and times each call.
+func (i *serverInterceptor) WrapUnary(next server.UnaryFunc) server.UnaryFunc {
+	r := &i.rpc
+	return func(ctx context.Context, info *fleet.CallInfo, args, reply any) error {
+		mm := r.lookup(info.Service, info.Method, info.Route, typeUnary)
 		start := mm.begin()
-		err := next(ctx, args, reply)
-		m.rpc.end(ctx, mm, start, err)
+		err := next(ctx, info, args, reply)
+		r.end(ctx, mm, start, err)
 		return err
 	}
+}
+
+// WrapStream counts and times each stream, and passes on a Stream that
+// counts the messages sent and received.
+func (i *serverInterceptor) WrapStream(next server.StreamFunc) server.StreamFunc {
+	r := &i.rpc
+	return func(ctx context.Context, info *fleet.CallInfo, st server.Stream) error {
+		mm := r.lookup(info.Service, info.Method, info.Route, streamType(st.Kind()))
+		start := mm.begin()
+		err := next(ctx, info, &countingStream{Stream: st, m: mm})
+		r.end(ctx, mm, start, err)
+		return err
+	}
+}
+
+// streamType is the type label of a stream kind.
+func streamType(k server.StreamKind) string {
+	switch k {
+	case server.ServerStreaming:
+		return typeServerStream
+	case server.ClientStreaming:
+		return typeClientStream
+	}
+	return typeBidiStream
+}
+
+// countingStream counts a stream's messages: those Send wrote and those
+// Receive returned (the client's half-close, io.EOF, is not a message).
+type countingStream struct {
+	server.Stream
+	m *mMetrics
+}
+
+func (s *countingStream) Send(msg any) error {
+	err := s.Stream.Send(msg)
+	if err == nil {
+		s.m.sent.Inc()
+	}
+	return err
+}
+
+func (s *countingStream) Receive(msg any) error {
+	err := s.Stream.Receive(msg)
+	if err == nil {
+		s.m.received.Inc()
+	}
+	return err
 }
 
 // Plugin returns the server plugin that counts connections and their
@@ -123,10 +191,11 @@ var (
 	_ server.CallRefusedHook = (*serverPlugin)(nil)
 )
 
-// OnRegister creates the series of every registered method, with code ok.
+// OnRegister creates the series of every registered method for the
+// native route, with code ok.
 func (p *serverPlugin) OnRegister(service string, methods []string) error {
 	for _, name := range methods {
-		p.rpc.lookup(service, name).handledFor(fleet.OK)
+		p.rpc.lookup(service, name, fleet.RouteNative, typeUnary).handledFor(fleet.OK)
 	}
 	return nil
 }
