@@ -79,23 +79,46 @@ func (m *heapMeter) finish() (rise int64, allocated uint64) {
 	return int64(m.peak.Load()) - int64(m.baseObjects), allocs - m.baseAllocs
 }
 
-// zstdNoSizeBomb builds a zstd frame of wire bytes that declares no
-// content size: a 1 MiB window and RLE blocks of 128 KiB each (RFC 8878,
-// 3.1.1.2), so that 32 KiB expand to 1 GiB.
-func zstdNoSizeBomb(wire int) []byte {
-	b := []byte{0x28, 0xB5, 0x2F, 0xFD, // magic
-		0x00,    // descriptor: no content size, no checksum, no dictionary
-		10 << 3} // window descriptor: 2^(10+10) = 1 MiB
-	const rle, block = 1, 128 << 10
-	n := (wire - len(b)) / 4
-	for i := range n {
-		h := uint32(block<<3 | rle<<1)
-		if i == n-1 {
-			h |= 1 // last block
-		}
-		b = append(b, byte(h), byte(h>>8), byte(h>>16), 'x')
+// zstdNoSizeBomb builds a zstd frame of about wire bytes that declares
+// no content size and decodes to far more than the decompression limit:
+// the first two blocks the encoder makes of a repeated phrase (a 1 MiB
+// window, no checksum), the second repeated until the frame has wire
+// bytes. Each repeat is a 14-byte compressed block of one match 128 KiB
+// long, so 32 KiB decode to about 290 MiB; compressed blocks, not RLE
+// ones, so that decoding runs at the speed of real payloads, also under
+// the race detector.
+func zstdNoSizeBomb(t testing.TB, wire int) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w, err := zstd.NewWriter(&b, zstd.WithWindowSize(1<<20), zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return b
+	w.Write(bytes.Repeat([]byte("fleet bomb! "), 3*(128<<10)/12))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var h zstd.Header
+	rest, err := h.DecodeAndStrip(b.Bytes())
+	if err != nil || h.HasFCS || h.HasCheckSum {
+		t.Fatalf("zstd stream header: %+v, %v", h, err)
+	}
+	out := bytes.Clone(b.Bytes()[:len(b.Bytes())-len(rest)])
+	// Block header: 3 bytes little-endian, Last_Block in bit 0,
+	// Block_Type in bits 1-2, Block_Size above (RFC 8878, 3.1.1.2).
+	block := func(p []byte) []byte { return p[:3+int(uint32(p[0])|uint32(p[1])<<8|uint32(p[2])<<16)>>3] }
+	first := block(rest)
+	second := block(rest[len(first):])
+	if first[0]>>1&3 != 2 || second[0]>>1&3 != 2 {
+		t.Fatalf("encoder made blocks of types %d, %d, want compressed", first[0]>>1&3, second[0]>>1&3)
+	}
+	out = append(out, first...)
+	for len(out)+len(second) <= wire {
+		out = append(out, second...)
+		out[len(out)-len(second)] &^= 1 // not last
+	}
+	out[len(out)-len(second)] |= 1 // the last block
+	return out
 }
 
 // gzipLyingBomb builds a gzip stream of about wire bytes that expands to
@@ -166,7 +189,7 @@ func TestCompressedFloodMemory(t *testing.T) {
 		payload     func() []byte
 		maxAlloc    uint64 // 0: not checked
 	}{
-		{"zstd no size 1x256", 1, 256, compress.Zstd, func() []byte { return zstdNoSizeBomb(32 << 10) }, 256 << 20},
+		{"zstd no size 1x256", 1, 256, compress.Zstd, func() []byte { return zstdNoSizeBomb(t, 32<<10) }, 256 << 20},
 		{"gzip 8x32", 8, 32, compress.Gzip, func() []byte { return gzipLyingBomb(t, 32<<10) }, 0},
 	}
 	for _, tc := range cases {
@@ -208,8 +231,8 @@ func TestCompressedFloodMemory(t *testing.T) {
 }
 
 // decodedSize decompresses src with a streaming decoder and counts its
-// output, up to 64 MiB. A gzip bomb's false trailer fails the stream only
-// at its end, after the count.
+// output, up to 20 MiB, failing the test if that much does not decode (a
+// gzip bomb's false trailer would fail the stream only at its end).
 func decodedSize(t *testing.T, id compress.ID, src []byte) int64 {
 	var r io.Reader
 	switch id {
@@ -227,6 +250,9 @@ func decodedSize(t *testing.T, id compress.ID, src []byte) int64 {
 		}
 		r = g
 	}
-	n, _ := io.Copy(io.Discard, io.LimitReader(r, 64<<20))
+	n, err := io.Copy(io.Discard, io.LimitReader(r, 5*defaultMaxDecomp))
+	if err != nil {
+		t.Fatalf("bomb does not decode: %v", err)
+	}
 	return n
 }
