@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -16,7 +18,10 @@ import (
 // only memory is the decoder's own state (a gzip reader's 32 KiB window; a
 // zstd stream decoder's history, at most MaxZstdStreamWindow plus two
 // blocks), held by decoders reused from a pool, so a refused bomb costs no
-// allocation proportional to its expansion.
+// allocation proportional to its expansion. At most GOMAXPROCS (read at
+// first use) measurements run at once, further ones wait for a slot: a
+// measurement only uses the CPU, and so many connections measuring bombs
+// at once hold at most GOMAXPROCS decoders' state, not one each.
 
 // MaxZstdStreamWindow is the largest window, in bytes, a Zstandard frame
 // that declares no content size may declare: 8 MiB, the window of the
@@ -32,6 +37,28 @@ const MaxZstdStreamWindow = 8 << 20
 // 64 KiB. ISIZE is written by the sender and may lie; a claim at or below
 // this costs at most this much to find false.
 const GzipMeasureAbove = 64 << 10
+
+// measureSlots is the semaphore of running measurements.
+var measureSlots = sync.OnceValue(func() chan struct{} { return make(chan struct{}, runtime.GOMAXPROCS(0)) })
+
+// measuring counts the measurements running and measuringPeak the most
+// seen at once (for tests).
+var measuring, measuringPeak atomic.Int32
+
+// acquireMeasure waits for a measurement slot and returns its release.
+func acquireMeasure() func() {
+	slots := measureSlots()
+	slots <- struct{}{}
+	n := measuring.Add(1)
+	for p := measuringPeak.Load(); n > p && !measuringPeak.CompareAndSwap(p, n); p = measuringPeak.Load() {
+	}
+	return releaseMeasure
+}
+
+func releaseMeasure() {
+	measuring.Add(-1)
+	<-measureSlots()
+}
 
 // errOverLimit stops a measuring decoder at the first byte past the limit.
 var errOverLimit = errors.New("over limit")
@@ -72,6 +99,7 @@ var zstdMeters = sync.Pool{New: func() any {
 // measureZstd returns the decoded size of the zstd frames in src, failing
 // with ErrTooLarge once it passes limit, without keeping the output.
 func measureZstd(src []byte, limit int) (int, error) {
+	defer acquireMeasure()()
 	m := zstdMeters.Get().(*zstdMeter)
 	defer zstdMeters.Put(m)
 	m.src.Reset(src)
@@ -106,6 +134,7 @@ var gzipMeters = sync.Pool{New: func() any { return new(gzipMeter) }}
 // members), failing with ErrTooLarge once it passes limit, without keeping
 // the output.
 func measureGzip(src []byte, limit int) (int, error) {
+	defer acquireMeasure()()
 	m := gzipMeters.Get().(*gzipMeter)
 	defer gzipMeters.Put(m)
 	m.src.Reset(src)
