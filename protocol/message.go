@@ -75,7 +75,7 @@ func AppendMessage(dst []byte, m *Message, v any) ([]byte, Span, error) {
 	p0 := len(buf)
 	buf, err := codec.MarshalAppend(m.Codec, buf, v)
 	if err != nil {
-		return buf[:n0], Span{}, fleet.Errorf(fleet.Internal, "protocol: encode %s message: %w", m.Codec.Name(), err)
+		return buf[:n0], Span{}, fleet.Errorf(fleet.Internal, "encode %s (%s): %w", contentOf(m.Type), m.Codec.Name(), err)
 	}
 	if m.Compression != compress.None && len(buf)-p0 >= m.CompressMin {
 		if buf, err = CompressPayload(buf, start, p0, m.Compression); err != nil {
@@ -150,9 +150,22 @@ func DecodeMessage(f *Frame, v any, room int, unmarshal Unmarshaler) error {
 	err := unmarshal(cd, payload, v)
 	bufpool.Put(bp)
 	if err != nil {
-		return fleet.Errorf(fleet.InvalidArgument, "protocol: decode %s message: %w", cd.Name(), err)
+		return fleet.Errorf(fleet.InvalidArgument, "decode %s (%s): %w", contentOf(f.Type), cd.Name(), err)
 	}
 	return nil
+}
+
+// contentOf names what a message of type t carries, for error messages.
+func contentOf(t Type) string {
+	switch t {
+	case TypeRequest:
+		return "arguments"
+	case TypeResponse:
+		return "reply"
+	case TypeStreamData:
+		return "stream message"
+	}
+	return "payload"
 }
 
 // decompressInto decompresses f's payload within room bytes into a
