@@ -20,7 +20,7 @@ var importRules = []struct {
 	{pkg: "codec", forbidden: []string{"*"}},
 	{pkg: "compress", forbidden: []string{"*"}},
 	{pkg: "registry", forbidden: []string{"*"}},
-	{pkg: "protocol", forbidden: []string{"*"}, allowed: []string{"", "compress", "internal/bufpool"}},
+	{pkg: "protocol", forbidden: []string{"*"}, allowed: []string{"", "codec", "compress", "internal/bufpool"}},
 	{pkg: "selector", forbidden: []string{"*"}, allowed: []string{"", "registry"}},
 	{pkg: "internal/transport", forbidden: []string{"*"}},
 	{pkg: "internal/memconn", forbidden: []string{"*"}},

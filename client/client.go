@@ -11,7 +11,6 @@ import (
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/codec"
-	"github.com/fleetrpc/fleet/compress"
 	"github.com/fleetrpc/fleet/internal/bufpool"
 	"github.com/fleetrpc/fleet/internal/ctxkey"
 	"github.com/fleetrpc/fleet/internal/transport"
@@ -328,19 +327,14 @@ func (c *Client) send(ctx context.Context, call *Call, service, method string, a
 		call.seq = h.Seq
 	}
 	bp := bufpool.Get(max(1024, int(c.sizeHint.Load())))
-	buf, start := protocol.BeginFrame((*bp)[:0], &h, service, method, md, kv...)
-	p0 := len(buf)
-	buf, err := codec.MarshalAppend(cd, buf, args)
-	if err == nil && c.opts.comp != compress.None && len(buf)-p0 >= c.opts.compressMin {
-		buf, err = protocol.CompressPayload(buf, start, p0, c.opts.comp)
-	}
-	if err == nil {
-		err = protocol.EndFrame(buf, start, c.opts.limits.MaxFrameSize)
-		if err != nil {
-			err = fleet.Errorf(fleet.ResourceExhausted, "request: %v: %w", err, ErrNotSent)
-		}
-	} else {
-		err = fleet.Errorf(fleet.InvalidArgument, "encode arguments: %v: %w", err, ErrNotSent)
+	buf, span, err := protocol.AppendMessage((*bp)[:0], &protocol.Message{
+		Header: h, Service: service, Method: method, Metadata: md, Pairs: kv,
+		Codec: cd, Compression: c.opts.comp, CompressMin: c.opts.compressMin,
+		MaxFrame: c.opts.limits.MaxFrameSize,
+	}, args)
+	start := span.Start
+	if err != nil {
+		err = notSent(err)
 	}
 	alone := false // the connection's only pending call
 	if err == nil && call != nil {
@@ -443,19 +437,11 @@ func (c *Client) finish(call *Call) error {
 	if call.Reply == nil {
 		return nil
 	}
-	payload, bp, err := protocol.DecompressPayload(f, c.opts.limits.MaxDecompressedSize)
-	if err != nil {
-		return fleet.Errorf(fleet.CodeOf(err), "response: %w", err)
+	room, err := protocol.DecompressRoom(f, c.opts.limits.MaxDecompressedSize)
+	if err == nil {
+		err = protocol.DecodeMessage(f, call.Reply, room, nil)
 	}
-	defer bufpool.Put(bp)
-	cd := codec.Get(codec.ID(f.Codec))
-	if cd == nil {
-		return fleet.Errorf(fleet.InvalidArgument, "response uses unknown codec %d", f.Codec)
-	}
-	if err := cd.Unmarshal(payload, call.Reply); err != nil {
-		return fleet.Errorf(fleet.InvalidArgument, "decode reply: %v", err)
-	}
-	return nil
+	return err
 }
 
 func (c *Client) readLoop() {

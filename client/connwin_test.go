@@ -37,7 +37,10 @@ func TestClientConnWindowBoundsSender(t *testing.T) {
 			out, _ = protocol.AppendFrame(out, &protocol.Header{Type: protocol.TypeResponse, Codec: f.Codec, Seq: f.Seq}, "", "", nil, f.Payload, 0)
 		case protocol.TypeStreamData:
 			if f.Flags&protocol.FlagEndStream != 0 {
-				out, _ = protocol.AppendFrame(nil, &protocol.Header{Type: protocol.TypeStreamData, Codec: f.Codec, Seq: f.Seq}, "", "", nil, []byte("200"), 0)
+				// The payload is in the stream's codec (JSON, as the
+				// client dialled with WithCodec(1)); the half-close
+				// frame f carries none.
+				out, _ = protocol.AppendFrame(nil, &protocol.Header{Type: protocol.TypeStreamData, Codec: 1, Seq: f.Seq}, "", "", nil, []byte("200"), 0)
 				out, _ = protocol.AppendFrame(out, &protocol.Header{Type: protocol.TypeStreamEnd, Seq: f.Seq}, "", "", nil, nil, 0)
 				break
 			}

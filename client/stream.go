@@ -12,7 +12,6 @@ import (
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/codec"
-	"github.com/fleetrpc/fleet/compress"
 	"github.com/fleetrpc/fleet/internal/bufpool"
 	"github.com/fleetrpc/fleet/internal/flow"
 	"github.com/fleetrpc/fleet/internal/streamrecv"
@@ -317,25 +316,16 @@ func (st *clientStream) send(msg any) error {
 	}
 	bp := bufpool.Get(1024)
 	defer bufpool.Put(bp)
-	h := protocol.Header{Type: protocol.TypeStreamData, Codec: st.codecID, Seq: st.id}
-	buf, start := protocol.BeginFrame((*bp)[:0], &h, "", "", nil)
-	p0 := len(buf)
-	buf, err := codec.MarshalAppend(st.codec, buf, msg)
+	buf, span, err := protocol.AppendMessage((*bp)[:0], &protocol.Message{
+		Header: protocol.Header{Type: protocol.TypeStreamData, Codec: st.codecID, Seq: st.id},
+		Codec:  st.codec, Compression: st.c.opts.comp, CompressMin: st.c.opts.compressMin,
+		MaxFrame: st.c.opts.limits.MaxFrameSize,
+	}, msg)
 	*bp = buf
 	if err != nil {
-		return fleet.Errorf(fleet.InvalidArgument, "encode stream message: %v", err)
-	}
-	if st.c.opts.comp != compress.None && len(buf)-p0 >= st.c.opts.compressMin {
-		if buf, err = protocol.CompressPayload(buf, start, p0, st.c.opts.comp); err != nil {
-			*bp = buf
-			return err
-		}
-		*bp = buf
-	}
-	if err := protocol.EndFrame(buf, start, st.c.opts.limits.MaxFrameSize); err != nil {
 		return err
 	}
-	n := int64(len(buf) - p0)
+	n := int64(len(buf) - span.Payload)
 	if !st.credit.Acquire(n, st.ctx.Done()) {
 		return st.cause()
 	}
@@ -392,24 +382,11 @@ func (st *clientStream) Recv(msg any) error {
 		// Performance).
 		runtime.Gosched()
 	}
-	payload := m.Frame.Payload
-	if f := &m.Frame; f.Flags&protocol.FlagCompressed != 0 {
-		comp := compress.Get(compress.ID(f.Compression))
-		if comp == nil {
-			return fleet.Errorf(fleet.InvalidArgument, "stream message uses unknown compression %d", f.Compression)
-		}
-		bp := bufpool.Get(len(payload) * 4)
-		out, err := comp.Decompress((*bp)[:0], payload, st.c.opts.limits.MaxDecompressedSize)
-		defer func() { *bp = out; bufpool.Put(bp) }()
-		if err != nil {
-			return fleet.Errorf(fleet.ResourceExhausted, "decompress stream message: %v", err)
-		}
-		payload = out
+	room, err := protocol.DecompressRoom(&m.Frame, st.c.opts.limits.MaxDecompressedSize)
+	if err == nil {
+		err = protocol.DecodeMessage(&m.Frame, msg, room, streamrecv.UnmarshalNew)
 	}
-	if err := streamrecv.UnmarshalNew(st.codec, payload, msg); err != nil {
-		return fleet.Errorf(fleet.InvalidArgument, "decode stream message: %v", err)
-	}
-	return nil
+	return err
 }
 
 // finish releases the stream once its end was received: its context is

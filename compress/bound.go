@@ -47,8 +47,13 @@ func (SnappyCompressor) DecompressBound(src []byte, limit int) (int, error) {
 
 // DecompressBound returns the sum of the content sizes the frames declare,
 // or, for frames that declare none, 128 KiB per compressed block plus the
-// size of raw and RLE blocks (RFC 8878, 3.1.1.2), capped at limit. Frames
-// that all declare a content size over limit fail with ErrTooLarge.
+// size of raw and RLE blocks (RFC 8878, 3.1.1.2). Frames that all declare a
+// content size over limit fail with ErrTooLarge. When some frame declares
+// no size and that header bound exceeds limit, src is measured: decompressed
+// into a counter that keeps nothing, by a pooled stream decoder, so that the
+// result is exact and a bomb fails with ErrTooLarge having allocated
+// nothing in proportion to its expansion. A frame without a declared size
+// whose window exceeds MaxZstdStreamWindow fails as malformed.
 func (ZstdCompressor) DecompressBound(src []byte, limit int) (int, error) {
 	limit = max(limit, 0)
 	bound, exact, err := zstdBound(src)
@@ -58,19 +63,24 @@ func (ZstdCompressor) DecompressBound(src []byte, limit int) (int, error) {
 	if exact && bound > uint64(limit) {
 		return 0, tooLarge("zstd", limit)
 	}
-	return int(min(bound, uint64(limit))), nil
+	if !exact && bound > uint64(limit) {
+		return measureZstd(src, limit)
+	}
+	return int(bound), nil
 }
 
 // errGzipShort reports a gzip payload shorter than a header and trailer.
 var errGzipShort = errors.New("stream shorter than a gzip header and trailer")
 
 // DecompressBound returns the size the gzip trailer declares (ISIZE, RFC
-// 1952 section 2.3.1), capped at limit; an ISIZE over limit fails with
-// ErrTooLarge. ISIZE is exact for a single-member stream under 4 GiB, which
-// is what every gzip writer produces for one payload; a stream of several
-// members declares only its last member's size, so decompressing with this
-// bound as the limit refuses multi-member streams whose earlier members add
-// to it.
+// 1952 section 2.3.1) when it is at most GzipMeasureAbove; an ISIZE over
+// limit fails with ErrTooLarge. ISIZE is only the sender's claim (and, in a
+// stream of several members, the last member's size), so a larger claim is
+// checked by measuring: src is decompressed into a counter that keeps
+// nothing, by a pooled reader, and the exact size is returned; a stream
+// that passes limit fails with ErrTooLarge, one whose trailer does not
+// match its content as malformed, without allocating in proportion to the
+// expansion.
 func (GzipCompressor) DecompressBound(src []byte, limit int) (int, error) {
 	limit = max(limit, 0)
 	if len(src) < 18 { // 10-byte header, empty deflate block, 8-byte trailer
@@ -79,6 +89,9 @@ func (GzipCompressor) DecompressBound(src []byte, limit int) (int, error) {
 	n := uint64(binary.LittleEndian.Uint32(src[len(src)-4:]))
 	if n > uint64(limit) {
 		return 0, tooLarge("gzip", limit)
+	}
+	if n > GzipMeasureAbove {
+		return measureGzip(src, limit)
 	}
 	return int(n), nil
 }

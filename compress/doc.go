@@ -31,6 +31,16 @@
 // that declare their size fail before any allocation; other input is
 // decoded into a buffer of at most the limit.
 //
+// DecompressBound (the Bounder ability) gives the size to reserve before
+// decompressing. Where the compressed bytes do not bound it (a zstd frame
+// that declares no content size and may expand past the limit; a gzip
+// trailer claiming more than GzipMeasureAbove) it measures: it
+// decompresses into a counter that keeps nothing, with a stream decoder
+// reused from a pool, and stops at the first byte past the limit. A
+// refused bomb then costs decoding time up to the limit but no memory in
+// proportion to its expansion, and a payload that fits gets an exact
+// bound.
+//
 // # Registering your own compressor
 //
 // IDs 1–31 are reserved for Fleet; use 32–255 for your own, and register

@@ -15,7 +15,8 @@ import (
 // zstd.SpeedDefault (about zstd level 3) and a 1 MiB window, with the
 // content size and a checksum in every frame, so any zstd implementation can read the output.
 // Decompress accepts any sequence of frames without a dictionary, with
-// windows up to MaxZstdWindow.
+// windows up to MaxZstdWindow (MaxZstdStreamWindow for a frame that does
+// not declare its content size).
 //
 // One encoder and one decoder are shared by all calls; each runs at most
 // GOMAXPROCS (read at first use) operations at once and further calls wait
@@ -116,6 +117,7 @@ var (
 	errZstdTruncated = errors.New("truncated frame")
 	errZstdBlock     = errors.New("reserved block type")
 	errZstdEmpty     = errors.New("no frame")
+	errZstdWindow    = errors.New("frame without a content size declares a window over MaxZstdStreamWindow")
 )
 
 // zstdMaxBlock is the most a block can decode to (RFC 8878, 3.1.1.2.4).
@@ -181,6 +183,9 @@ func zstdBound(src []byte) (bound uint64, exact bool, err error) {
 		if h.HasFCS {
 			frame = h.FrameContentSize
 		} else {
+			if h.WindowSize > MaxZstdStreamWindow {
+				return 0, false, errZstdWindow
+			}
 			exact = false
 		}
 		bound += frame

@@ -20,16 +20,26 @@
 // frames. Their payload parsers (ParseHello, ParseGoAway,
 // ParseWindowUpdate) fail with the same codes and never panic.
 //
+// # Messages
+//
+// Requests, responses and stream messages carry a value encoded with a
+// codec and, above a size, compressed. AppendMessage builds such a frame
+// (begin, encode, compress, end with the size limit); DecompressRoom
+// bounds what its payload may decompress to (measuring when the bytes do
+// not say) and DecodeMessage decompresses within that room and decodes.
+// AppendStatus builds a response or stream end carrying an error. Client
+// and server use these for calls and streams alike; message.go has their
+// one error mapping.
+//
 // # Owns and imports
 //
 // The package owns the bytes of a frame: the header layout and its
 // accessors (SetCompressed writes the compression fields of an encoded
 // header), control frames (AppendControl for ping, pong and go-away) and
-// payload compression (CompressPayload and DecompressPayload, shared by
-// client and server). Client and server never index a frame's bytes
-// themselves.
+// messages (encoding, compression and their limits). Client and server
+// never index a frame's bytes themselves.
 //
-// It imports only the root package (for errors and metadata), compress
-// and internal/bufpool. It must not import codec, server, client, selector
-// or registry; the root package's TestPackageImports checks this.
+// It imports only the root package (for errors and metadata), codec,
+// compress and internal/bufpool. It must not import server, client,
+// selector or registry; the root package's TestPackageImports checks this.
 package protocol

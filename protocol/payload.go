@@ -36,11 +36,11 @@ func SetFlags(buf []byte, start int, f Flags) {
 // the frame starts at start (as BeginFrame returned) and its payload is
 // buf[payload:]. When the compressed form is smaller it replaces the
 // payload and the header is marked (SetCompressed); otherwise buf is left
-// as it is. Call it before EndFrame.
+// as it is. Call it before EndFrame; AppendMessage does.
 //
 // It fails with InvalidArgument when no compressor is registered under id,
-// and with the compressor's error; buf is then unchanged. Client and server
-// share it for requests and responses.
+// and with Internal wrapping the compressor's error; buf is then
+// unchanged.
 func CompressPayload(buf []byte, start, payload int, id compress.ID) ([]byte, error) {
 	comp := compress.Get(id)
 	if comp == nil {
@@ -54,45 +54,29 @@ func CompressPayload(buf []byte, start, payload int, id compress.ID) ([]byte, er
 	}
 	*tp = out
 	bufpool.Put(tp)
-	return buf, err
+	if err != nil {
+		return buf, fleet.Errorf(fleet.Internal, "protocol: compress payload with %s: %w", comp.Name(), err)
+	}
+	return buf, nil
 }
 
 // DecompressPayload returns f's payload, decompressed when f has
 // FlagCompressed, into at most maxSize bytes (0 means
-// DefaultMaxDecompressedSize). The second result, when not nil, is the
-// pooled buffer that holds the decompressed bytes: Fleet's client and
-// server give it back once the payload is decoded; other callers may drop
-// it.
+// DefaultMaxDecompressedSize): DecompressRoom, then decompression within
+// that room. The second result, when not nil, is the pooled buffer that
+// holds the decompressed bytes: give it back (bufpool) once the payload is
+// decoded, or drop it. DecodeMessage does both steps and the decoding.
 //
-// It fails with InvalidArgument when the frame names a compressor that is
-// not registered, and with ResourceExhausted when the payload does not
-// decompress within maxSize bytes (or is corrupt). Client and server share
-// it for responses and requests.
+// It fails as DecompressRoom and DecodeMessage do: InvalidArgument for an
+// unknown compressor or malformed input, ResourceExhausted (wrapping
+// compress.ErrTooLarge) for a payload over maxSize.
 func DecompressPayload(f *Frame, maxSize int) ([]byte, *[]byte, error) {
 	if f.Flags&FlagCompressed == 0 {
 		return f.Payload, nil, nil
 	}
-	comp := compress.Get(compress.ID(f.Compression))
-	if comp == nil {
-		return nil, nil, fleet.Errorf(fleet.InvalidArgument, "protocol: unknown compression %d", f.Compression)
-	}
-	if maxSize <= 0 {
-		maxSize = DefaultMaxDecompressedSize
-	}
-	// Start from the bound the compressed bytes give (capped by maxSize)
-	// when the compressor knows one, else small: the buffer grows as
-	// output arrives, so a payload that claims much and delivers little
-	// costs little, and nothing is allocated past maxSize.
-	first := min(maxSize, 64<<10)
-	if n, err := compress.DecompressBound(comp, f.Payload, maxSize); err == nil {
-		first = min(n, maxSize)
-	}
-	bp := bufpool.Get(first)
-	out, err := comp.Decompress((*bp)[:0], f.Payload, maxSize)
-	*bp = out
+	room, err := DecompressRoom(f, maxSize)
 	if err != nil {
-		bufpool.Put(bp)
-		return nil, nil, fleet.Errorf(fleet.ResourceExhausted, "protocol: decompress payload: %w", err)
+		return nil, nil, err
 	}
-	return out, bp, nil
+	return decompressInto(f, room)
 }

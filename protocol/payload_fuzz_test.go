@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 
 	"github.com/fleetrpc/fleet"
@@ -36,9 +37,11 @@ func FuzzDecompressPayload(f *testing.F) {
 		}
 		comp := compress.Get(compress.ID(id))
 		if err != nil {
-			want := fleet.ResourceExhausted
-			if comp == nil {
-				want = fleet.InvalidArgument
+			// Over the limit: ResourceExhausted; unknown compressor or
+			// malformed input: InvalidArgument.
+			want := fleet.InvalidArgument
+			if errors.Is(err, compress.ErrTooLarge) {
+				want = fleet.ResourceExhausted
 			}
 			if c := fleet.CodeOf(err); c != want {
 				t.Fatalf("error code %v, want %v: %v", c, want, err)

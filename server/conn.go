@@ -497,22 +497,10 @@ func (c *conn) decode(f *protocol.Frame, args any, room int) error {
 
 // decodeWith is decode with the codec's unmarshal function given:
 // streams pass streamrecv.UnmarshalNew, whose targets are always new.
-func (c *conn) decodeWith(f *protocol.Frame, args any, room int, unmarshal func(codec.Codec, []byte, any) error) error {
-	cd := codec.Get(codec.ID(f.Codec))
-	if cd == nil {
-		return fleet.Errorf(fleet.InvalidArgument, "unknown codec %d", f.Codec)
-	}
-	// room was reserved by decompressRoom for this frame; a payload that
-	// decompresses to more fails.
-	payload, bp, err := protocol.DecompressPayload(f, max(room, 1))
-	if err != nil {
-		return fleet.Errorf(fleet.CodeOf(err), "request: %w", err)
-	}
-	defer bufpool.Put(bp)
-	if err := unmarshal(cd, payload, args); err != nil {
-		return fleet.Errorf(fleet.InvalidArgument, "decode arguments: %v", err)
-	}
-	return nil
+// room was reserved by decompressRoom for this frame; a payload that
+// decompresses to more fails (protocol.DecodeMessage has the codes).
+func (c *conn) decodeWith(f *protocol.Frame, args any, room int, unmarshal protocol.Unmarshaler) error {
+	return protocol.DecodeMessage(f, args, max(room, 1), unmarshal)
 }
 
 // safeCall runs the handler and turns a panic into an Internal error.
@@ -556,43 +544,16 @@ func (c *conn) respond(seq uint64, cdID byte, compID compress.ID, reply any, err
 		bufpool.Put(bp)
 	}()
 	h := protocol.Header{Type: protocol.TypeResponse, Codec: cdID, Seq: seq}
-	var start int
 	if err == nil {
-		buf, start = protocol.BeginFrame(buf[:0], &h, "", "", md)
-		p0 := len(buf)
-		cd := codec.Get(codec.ID(cdID))
-		var merr error
-		buf, merr = codec.MarshalAppend(cd, buf, reply)
-		if merr != nil {
-			err = fleet.Errorf(fleet.Internal, "encode reply: %v", merr)
-		} else if compID != compress.None && len(buf)-p0 >= c.s.opts.compressMin {
-			// The request arrived compressed with compID, so it is
-			// registered; a compressor error leaves the reply uncompressed.
-			buf, _ = protocol.CompressPayload(buf, start, p0, compID)
-		}
-		if err == nil {
-			if ferr := protocol.EndFrame(buf, start, c.s.opts.limits.MaxFrameSize); ferr != nil {
-				err = fleet.Errorf(fleet.ResourceExhausted, "reply too large: %v", ferr)
-			}
-		}
+		// The request arrived compressed with compID, so it is registered.
+		buf, _, err = protocol.AppendMessage(buf[:0], &protocol.Message{
+			Header: h, Metadata: md, Codec: codec.Get(codec.ID(cdID)),
+			Compression: compID, CompressMin: c.s.opts.compressMin,
+			MaxFrame: c.s.opts.limits.MaxFrameSize,
+		}, reply)
 	}
 	if err != nil {
-		msg := err.Error()
-		if fe, ok := err.(*fleet.Error); ok {
-			msg = fe.Message()
-		}
-		h.Status = byte(fleet.CodeOf(err))
-		if h.Status == byte(fleet.OK) {
-			h.Status = byte(fleet.Unknown)
-		}
-		if len(msg) > 64<<10 {
-			msg = msg[:64<<10]
-		}
-		buf, start = protocol.BeginFrame(buf[:0], &h, "", "", md)
-		buf = append(buf, msg...)
-		if ferr := protocol.EndFrame(buf, start, c.s.opts.limits.MaxFrameSize); ferr != nil {
-			buf, _ = protocol.AppendFrame(buf[:0], &h, "", "", nil, []byte("error response too large"), 0)
-		}
+		buf = protocol.AppendStatus(buf[:0], &h, md, err, c.s.opts.limits.MaxFrameSize)
 	}
 	if now {
 		return c.w.WriteNow(buf)

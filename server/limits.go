@@ -1,11 +1,8 @@
 package server
 
 import (
-	"errors"
 	"time"
 
-	"github.com/fleetrpc/fleet"
-	"github.com/fleetrpc/fleet/compress"
 	"github.com/fleetrpc/fleet/internal/bufpool"
 	"github.com/fleetrpc/fleet/internal/flow"
 	"github.com/fleetrpc/fleet/protocol"
@@ -112,25 +109,12 @@ func (c *conn) waitSlot(max int64) bool {
 
 // decompressRoom returns the most a request's payload may decompress to:
 // 0 when it is not compressed, else the compressor's bound from the
-// compressed bytes (compress.DecompressBound), within
+// compressed bytes (protocol.DecompressRoom, which measures without
+// keeping what the bytes do not bound), within
 // Limits.MaxDecompressedSize. The request is refused when that bound
 // already breaks the limit or the payload is malformed.
 func (c *conn) decompressRoom(f *protocol.Frame) (int, error) {
-	if f.Flags&protocol.FlagCompressed == 0 {
-		return 0, nil
-	}
-	comp := compress.Get(compress.ID(f.Compression))
-	if comp == nil {
-		return 0, fleet.Errorf(fleet.InvalidArgument, "unknown compression %d", f.Compression)
-	}
-	n, err := compress.DecompressBound(comp, f.Payload, c.s.opts.limits.MaxDecompressedSize)
-	if err != nil {
-		if errors.Is(err, compress.ErrTooLarge) {
-			return 0, fleet.Errorf(fleet.ResourceExhausted, "decompress request: %v", err)
-		}
-		return 0, fleet.Errorf(fleet.InvalidArgument, "decompress request: %v", err)
-	}
-	return n, nil
+	return protocol.DecompressRoom(f, c.s.opts.limits.MaxDecompressedSize)
 }
 
 // readFrame reads the next frame under two deadlines: the idle timeout

@@ -391,22 +391,16 @@ func (st *serverStream) send(msg any) error {
 	}
 	bp := bufpool.Get(1024)
 	defer bufpool.Put(bp)
-	h := protocol.Header{Type: protocol.TypeStreamData, Codec: st.codecID, Seq: st.id}
-	buf, start := protocol.BeginFrame((*bp)[:0], &h, "", "", nil)
-	p0 := len(buf)
-	buf, err := codec.MarshalAppend(st.codec, buf, msg)
+	buf, span, err := protocol.AppendMessage((*bp)[:0], &protocol.Message{
+		Header: protocol.Header{Type: protocol.TypeStreamData, Codec: st.codecID, Seq: st.id},
+		Codec:  st.codec, Compression: st.comp, CompressMin: st.srv.opts.compressMin,
+		MaxFrame: st.srv.opts.limits.MaxFrameSize,
+	}, msg)
 	*bp = buf
 	if err != nil {
-		return fleet.Errorf(fleet.Internal, "encode stream message: %v", err)
-	}
-	if st.comp != compress.None && len(buf)-p0 >= st.srv.opts.compressMin {
-		buf, _ = protocol.CompressPayload(buf, start, p0, st.comp)
-		*bp = buf
-	}
-	if err := protocol.EndFrame(buf, start, st.srv.opts.limits.MaxFrameSize); err != nil {
 		return err
 	}
-	n := int64(len(buf) - p0)
+	n := int64(len(buf) - span.Payload)
 	if !st.credit.Acquire(n, st.ctx.Done()) {
 		return st.ctxErr()
 	}
@@ -454,25 +448,7 @@ func (c *conn) grant(id uint64, n int64) {
 // endStream sends a stream's end: status, trailers and the error message.
 func (c *conn) endStream(id uint64, err error, trailer fleet.Metadata) {
 	h := protocol.Header{Type: protocol.TypeStreamEnd, Seq: id}
-	var msg string
-	if err != nil {
-		h.Status = byte(fleet.CodeOf(err))
-		if h.Status == byte(fleet.OK) {
-			h.Status = byte(fleet.Unknown)
-		}
-		msg = err.Error()
-		if fe, ok := err.(*fleet.Error); ok {
-			msg = fe.Message()
-		}
-		if len(msg) > 64<<10 {
-			msg = msg[:64<<10]
-		}
-	}
-	out, ferr := protocol.AppendFrame(nil, &h, "", "", trailer, []byte(msg), c.s.opts.limits.MaxFrameSize)
-	if ferr != nil {
-		out, _ = protocol.AppendFrame(nil, &h, "", "", nil, []byte("stream trailer too large"), 0)
-	}
-	_ = c.w.Write(out)
+	_ = c.w.Write(protocol.AppendStatus(nil, &h, trailer, err, c.s.opts.limits.MaxFrameSize))
 }
 
 // ServerStream is the handler's side of a server-streaming method: it

@@ -1,0 +1,5 @@
+//go:build !race
+
+package compress_test
+
+const raceEnabled = false
