@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"reflect"
@@ -189,24 +188,13 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 	}
 	ctx := ss.Context()
 	call := &server.Call{Service: name, Method: method, Codec: codec.ProtobufCodec{}, Payload: in, Metadata: grpcMetadata(ctx)}
+	var gc *goCodec
 	if argMsg != nil {
-		// Go types: protobuf bytes of the synthesized message -> Go
-		// value -> JSON for Server.Invoke, and the reply back.
-		// What decoding may cost is bounded before decoding: a few
-		// wire bytes may stand for a large value (checkDecodeCost).
-		if err := argMsg.checkDecodeCost(in, g.maxDecodeCost(), g.opts.maxDepth); err != nil {
-			return status.Errorf(GRPCCode(fleet.CodeOf(err)), "%s.%s: %v", name, method, fleetMessage(err))
-		}
-		v, err := argMsg.decode(in)
-		if err != nil {
-			return status.Errorf(codes.InvalidArgument, "%s.%s: %v", name, method, err)
-		}
-		// A value encoding/json cannot encode (a NaN or infinite float,
-		// a TextMarshaler failing) is the request's fault.
-		if call.Payload, err = json.Marshal(v); err != nil {
-			return status.Errorf(codes.InvalidArgument, "%s.%s: request has no JSON form: %v", name, method, err)
-		}
-		call.Codec = codec.JSONCodec{}
+		// Go types: Server.Invoke decodes the protobuf bytes straight
+		// into the argument and encodes the reply straight into protobuf
+		// bytes, with goCodec.
+		gc = &goCodec{args: argMsg, reply: replyMsg, limit: g.maxDecodeCost(), maxDepth: g.opts.maxDepth}
+		call.Codec = gc
 	}
 	if p, ok := peer.FromContext(ctx); ok {
 		call.RemoteAddr, call.LocalAddr = p.Addr, p.LocalAddr
@@ -216,16 +204,14 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 		_ = ss.SetHeader(metadata.New(rmd))
 	}
 	if err != nil {
-		return status.Error(GRPCCode(fleet.CodeOf(err)), fleetMessage(err))
-	}
-	if replyMsg != nil {
-		v := reflect.New(d.ReplyType)
-		if err := json.Unmarshal(reply, v.Interface()); err != nil {
-			return status.Errorf(codes.Internal, "%s.%s: reply: %v", name, method, err)
+		code := fleet.CodeOf(err)
+		if gc != nil && gc.err != nil && code == fleet.InvalidArgument {
+			// Invoke answers InvalidArgument for any decoding error;
+			// the decoder's own code (ResourceExhausted past the
+			// allocation bound) is the call's.
+			code = fleet.CodeOf(gc.err)
 		}
-		if reply, err = replyMsg.encode(v.Interface()); err != nil {
-			return status.Errorf(codes.Internal, "%s.%s: reply: %v", name, method, err)
-		}
+		return status.Error(GRPCCode(code), fleetMessage(err))
 	}
 	out := rawFrame(reply)
 	return ss.SendMsg(&out)
