@@ -22,6 +22,12 @@ type wireDecoder struct {
 	// filled, by its address (unsafe.Pointer keys keep the memory alive,
 	// so an address is never reused while decoding).
 	arrays map[unsafe.Pointer]int
+	// pending holds the conversion errors (overflow, text refused) of the
+	// values stored so far, by the address of the value: a singular
+	// field's later occurrence replaces the value and its error, as
+	// protobuf-go keeps only the last value, which alone the former copy
+	// into Go converted.
+	pending map[unsafe.Pointer]error
 }
 
 // mapEntryCost is what one map entry is counted on top of its key and
@@ -49,8 +55,18 @@ const (
 func decodeWire(w *wireMsg, b []byte, v reflect.Value, limit int64, maxDepth int) (int64, error) {
 	d := wireDecoder{limit: limit, maxDepth: maxDepth}
 	err := d.message(w, b, v, 1)
+	if err == nil {
+		for _, perr := range d.pending {
+			return d.used, perr
+		}
+	}
 	return d.used, err
 }
+
+// allocPad is counted on top of each allocation's size: the runtime
+// rounds small objects up to a size class (at most 15 bytes below 128
+// bytes; above, up to about a fifth, which the bound leaves over).
+const allocPad = 16
 
 func (d *wireDecoder) charge(n int64) error {
 	d.used += n
@@ -222,7 +238,7 @@ func (d *wireDecoder) element(f *wireField, typ protowire.Type, b []byte, fv ref
 		// Size the slice once for the elements of this message, counted
 		// from here to its end.
 		c := countElems(f, restTyp, rest)
-		if err := d.charge(int64(n+c) * int64(f.cont.Elem().Size())); err != nil {
+		if err := d.charge(int64(n+c)*int64(f.cont.Elem().Size()) + allocPad); err != nil {
 			return 0, err
 		}
 		grown := reflect.MakeSlice(f.cont, n, n+c)
@@ -376,7 +392,7 @@ func (d *wireDecoder) alloc(fv reflect.Value) (reflect.Value, error) {
 	for fv.Kind() == reflect.Pointer {
 		if fv.IsNil() {
 			t := fv.Type().Elem()
-			if err := d.charge(int64(t.Size())); err != nil {
+			if err := d.charge(int64(t.Size()) + allocPad); err != nil {
 				return reflect.Value{}, err
 			}
 			fv.Set(reflect.New(t))
@@ -429,13 +445,36 @@ func (d *wireDecoder) value(val *wireValue, b []byte, ev reflect.Value, singular
 	}
 	if singular && isZeroWire(val.kind, x, bytes) {
 		ev.SetZero()
+		d.settle(ev, nil)
 		return n, nil
 	}
 	t, err := d.alloc(ev)
 	if err != nil {
 		return 0, err
 	}
-	return n, d.set(val, t, x, bytes)
+	err = d.set(val, t, x, bytes)
+	if fleet.CodeOf(err) == fleet.ResourceExhausted {
+		return 0, err
+	}
+	d.settle(ev, err)
+	return n, nil
+}
+
+// settle records err as the conversion error of the value at ev (nil:
+// none, replacing an earlier one).
+func (d *wireDecoder) settle(ev reflect.Value, err error) {
+	if err == nil && d.pending == nil {
+		return
+	}
+	p := ev.Addr().UnsafePointer()
+	if err == nil {
+		delete(d.pending, p)
+		return
+	}
+	if d.pending == nil {
+		d.pending = map[unsafe.Pointer]error{}
+	}
+	d.pending[p] = err
 }
 
 // isZeroWire reports whether a proto3 scalar decoded as x or b is its
@@ -462,7 +501,7 @@ func (d *wireDecoder) set(val *wireValue, t reflect.Value, x uint64, b []byte) e
 		if !ok {
 			return fleet.Errorf(fleet.InvalidArgument, "%s cannot be set from text", t.Type())
 		}
-		if err := d.charge(int64(len(b))); err != nil {
+		if err := d.charge(int64(len(b)) + allocPad); err != nil {
 			return err
 		}
 		// UnmarshalText must copy what it keeps (its contract), so it
@@ -497,7 +536,7 @@ func (d *wireDecoder) set(val *wireValue, t reflect.Value, x uint64, b []byte) e
 	case protoreflect.DoubleKind:
 		t.SetFloat(math.Float64frombits(x))
 	case protoreflect.StringKind:
-		if err := d.charge(int64(len(b))); err != nil {
+		if err := d.charge(int64(len(b)) + allocPad); err != nil {
 			return err
 		}
 		t.SetString(string(b))
@@ -506,7 +545,7 @@ func (d *wireDecoder) set(val *wireValue, t reflect.Value, x uint64, b []byte) e
 			t.SetBytes(nil)
 			return nil
 		}
-		if err := d.charge(int64(len(b))); err != nil {
+		if err := d.charge(int64(len(b)) + allocPad); err != nil {
 			return err
 		}
 		t.SetBytes(append([]byte(nil), b...))
