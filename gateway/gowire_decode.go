@@ -236,12 +236,16 @@ func (d *wireDecoder) element(f *wireField, typ protowire.Type, b []byte, fv ref
 	n := list.Len()
 	if n == list.Cap() {
 		// Size the slice once for the elements of this message, counted
-		// from here to its end.
-		c := countElems(f, restTyp, rest)
-		if err := d.charge(int64(n+c)*int64(f.cont.Elem().Size()) + allocPad); err != nil {
+		// from here to its end; a list merged from several occurrences
+		// of its message at least doubles, so merging stays linear.
+		c := n + countElems(f, restTyp, rest)
+		if n > 0 {
+			c = max(c, 2*n)
+		}
+		if err := d.charge(int64(c)*int64(f.cont.Elem().Size()) + allocPad); err != nil {
 			return 0, err
 		}
-		grown := reflect.MakeSlice(f.cont, n, n+c)
+		grown := reflect.MakeSlice(f.cont, n, c)
 		reflect.Copy(grown, list)
 		list.Set(grown)
 	}

@@ -50,6 +50,10 @@ func allocShapes(t testing.TB, n int) []struct {
 	if err != nil {
 		t.Fatal(err)
 	}
+	arr, err := goMessageOf(reflect.TypeFor[GTArr]())
+	if err != nil {
+		t.Fatal(err)
+	}
 	var entries, idEntries []byte
 	for i := range n {
 		e := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), fmt.Appendf(nil, "key%d", i))
@@ -79,6 +83,7 @@ func allocShapes(t testing.TB, n int) []struct {
 		{"long string", strs, repeatField(1, bytes.Repeat([]byte("<"), 10*n), 1)},
 		{"unknown fields", all, repeatField(100, []byte("x"), n)},
 		{"merged messages", all, repeatField(18, nil, n)},
+		{"lists in merged messages", arr, repeatField(7, field(nil, 1, []byte("a")), n)},
 		{"ordinary requests", wide, repeatField(3, nil, 0)},
 		{"full requests merged", all, bytes.Repeat(one, n/10)},
 	}
@@ -105,6 +110,12 @@ func TestGoWireAllocCounted(t *testing.T) {
 		t.Logf("%s: %d wire bytes, counted %d, allocated %d (%.2f)", c.name, len(c.body), used, got, float64(used)/float64(got))
 		if float64(got) > 1.2*float64(used)+16<<10 {
 			t.Errorf("%s: allocated %d bytes, counted %d", c.name, got, used)
+		}
+		// A list merged from many occurrences of its message grows by
+		// doubling: a few slice headers' worth per wire byte, not a
+		// copy of the list per occurrence.
+		if c.name == "lists in merged messages" && used > 32*int64(len(c.body)) {
+			t.Errorf("%s: counted %d bytes for %d wire bytes", c.name, used, len(c.body))
 		}
 	}
 }

@@ -80,8 +80,10 @@ func equalGo(a, b reflect.Value) bool {
 			}
 		}
 		return true
-	case reflect.UnsafePointer:
+	case reflect.UnsafePointer, reflect.Chan, reflect.Func:
 		return a.Pointer() == b.Pointer()
+	case reflect.Complex64, reflect.Complex128:
+		return a.Complex() == b.Complex()
 	}
 	panic("equalGo: kind " + a.Kind().String())
 }
@@ -183,6 +185,13 @@ type GTArr struct {
 	L    []GTArrIn
 	PA   *[2]string
 	Text [1]time.Time
+	N    GTArrNest
+}
+
+// GTArrNest has lists, merged when GTArr.N comes more than once.
+type GTArrNest struct {
+	S []string
+	P []int32
 }
 
 // GTArrIn is GTArr's nested struct.
@@ -299,6 +308,7 @@ func TestGoWireMatchesDynamicpb(t *testing.T) {
 		{"pointer array", arr, field(field(field(nil, 5, []byte("a")), 5, nil), 5, []byte("c"))},
 		{"text array excess bad", arr, field(field(nil, 6, []byte("2026-11-25T17:00:00Z")), 6, []byte("bad"))},
 		{"text array empty", arr, field(nil, 6, nil)},
+		{"lists merged", arr, field(field(field(field(nil, 7, field(nil, 1, []byte("a"))), 7, field(field(nil, 1, []byte("b")), 1, []byte("c"))), 7, field(nil, 2, []byte{1, 2, 3})), 7, varint(field(nil, 2, []byte{4}), 2, 5))},
 		{"wrapped int8", ms[reflect.TypeFor[int8]()], varint(nil, 1, math.MaxUint64)},
 		{"wrapped strings", ms[reflect.TypeFor[[]string]()], field(field(nil, 1, []byte("a")), 1, nil)},
 		{"wrapped map", ms[reflect.TypeFor[map[string]GTInner]()], field(nil, 1, entry(field(nil, 1, []byte("k")), field(nil, 2, inner(2))))},
