@@ -42,16 +42,20 @@ const (
 
 // decodeWire decodes b, protobuf wire bytes of w's message, into v (a
 // settable value of w's Go type, zero or holding an earlier decoding to
-// merge into). Each allocation it makes is counted before it is made:
-// strings and byte slices their length, a pointer target its Go size, a
-// slice its new backing array (sized once per message from the count of
-// its elements), a map entry mapEntryMul times its key and value sizes
-// plus mapEntryCost, a text value (encoding.TextUnmarshaler) its length;
-// when the count would pass limit, it stops with ResourceExhausted. Bytes
-// that are not protobuf wire format, strings that are not UTF-8, integers
-// that overflow their Go type, text the Go type refuses, and messages or
-// groups nested deeper than maxDepth are InvalidArgument. It returns the
-// bytes counted. The value may be partly filled on error.
+// merge into), with the semantics stated in gowire.go. Each allocation it
+// makes is counted before it is made: strings and byte slices their
+// length, a pointer target its Go size, a slice its new backing array
+// (sized once per message from the count of its elements in b, at least
+// doubled when a merge grows it), a text value (encoding.TextUnmarshaler)
+// its length, each of these allocPad more; a map entry mapEntryMul times
+// its key and value sizes plus mapEntryCost. When the count would pass
+// limit, it stops with ResourceExhausted. Bytes that are not protobuf
+// wire format, strings that are not UTF-8, and messages or groups nested
+// deeper than maxDepth are InvalidArgument at once; an integer that
+// overflows its Go type or text its type refuses is InvalidArgument at
+// the end, unless a later occurrence of the same singular field replaced
+// it. It returns the bytes counted. v may be partly filled on error. It
+// allocates nothing per unknown or skipped field.
 func decodeWire(w *wireMsg, b []byte, v reflect.Value, limit int64, maxDepth int) (int64, error) {
 	d := wireDecoder{limit: limit, maxDepth: maxDepth}
 	err := d.message(w, b, v, 1)
