@@ -12,6 +12,10 @@ import (
 // Limits.MaxDecompressedSize (see maxDecodeCost).
 const decodeMul = 8
 
+// maxSizeHint bounds the capacity a reply's buffer starts with (the last
+// reply's length), in bytes.
+const maxSizeHint = 64 << 10
+
 // maxDecodeCost returns the bound on the bytes decoding one Go-typed gRPC
 // request may allocate: WithMaxDecodeCost, else decodeMul times the
 // server's Limits.MaxDecompressedSize (32 MiB with the 4 MiB default).
@@ -65,9 +69,17 @@ func (c *goCodec) MarshalAppend(dst []byte, v any) ([]byte, error) {
 	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Type().Elem() != c.reply.wire.goType {
 		return dst, fmt.Errorf("gateway: cannot encode %T as %s", v, c.reply.wire.goType)
 	}
-	b, err := appendWire(c.reply.wire, dst, rv.Elem())
+	w := c.reply.wire
+	if n := w.lastSize.Load(); dst == nil && n <= maxSizeHint {
+		// One allocation of the size the last reply took, instead of
+		// growing from nothing (not for large replies: one of them must
+		// not make every later one allocate as much).
+		dst = make([]byte, 0, n)
+	}
+	b, err := appendWire(w, dst, rv.Elem())
 	if err != nil {
 		return dst, err
 	}
+	w.lastSize.Store(int64(len(b) - len(dst)))
 	return b, nil
 }

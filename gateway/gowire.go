@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"reflect"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -41,6 +42,9 @@ type wireMsg struct {
 	name   protoreflect.FullName
 	// fields[i] is field number i+1.
 	fields []wireField
+	// lastSize is the length of the last encoding of a top-level value,
+	// the capacity the next one starts with.
+	lastSize atomic.Int64
 }
 
 // Field cardinalities.
