@@ -20,7 +20,9 @@
 // through protobuf messages synthesized from the Go types (one per type,
 // fields numbered in declaration order, named by their json tags), which
 // server reflection serves too, so grpcurl calls them without a .proto
-// file.
+// file. Their protobuf bytes are decoded straight into the Go argument,
+// the allocations counted against WithMaxDecodeCost, and the Go reply
+// encoded straight into protobuf bytes.
 //
 // Gateway.Handler is the same HTTP side as an http.Handler, for users who
 // mount it on their own mux; gRPC through it needs HTTP/2 on that server

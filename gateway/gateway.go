@@ -78,13 +78,13 @@ func WithBatchConcurrency(n int) Option {
 // decoded. Default 100.
 func WithMaxJSONDepth(n int) Option { return optionFunc(func(o *options) { o.maxDepth = max(n, 2) }) }
 
-// WithMaxDecodeCost bounds what decoding one gRPC request of a method
-// taking Go types may cost, in bytes, as estimated by a scan of the
-// request's wire bytes before anything is decoded (see docs/gateway.md,
-// "Go types over gRPC"): a request over it is refused with
-// ResourceExhausted. Protobuf methods are not concerned (the Fleet
-// server decodes them). Default (n <= 0): 8 times the server's
-// Limits.MaxDecompressedSize, 32 MiB with its default.
+// WithMaxDecodeCost bounds the bytes that decoding one gRPC request of a
+// method taking Go types may allocate for its Go argument, counted as
+// they are allocated (see docs/gateway.md, "Go types over gRPC"): past n
+// the call stops with ResourceExhausted. Protobuf methods are not
+// concerned (their generated messages are decoded by protobuf-go).
+// Default (n <= 0): 8 times the server's Limits.MaxDecompressedSize,
+// 32 MiB with its default.
 func WithMaxDecodeCost(n int64) Option {
 	return optionFunc(func(o *options) { o.maxDecodeCost = n })
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"runtime"
+	"runtime/metrics"
 	"testing"
 	"time"
 
@@ -25,20 +26,32 @@ func (MemEcho) Count(_ context.Context, in *gateway.GTWideList, out *int) error 
 	return nil
 }
 
-// memShapes are the adversarial requests of gateway.GTWideList, each just under
-// grpc-go's 4 MiB receive limit (the default MaxDecompressedSize).
-func memShapes() map[string][]byte {
+// memShapes are requests of gateway.GTWideList whose few wire bytes stand
+// for a huge Go value, each just under grpc-go's 4 MiB receive limit (the
+// default MaxDecompressedSize), and the code each gets: about 2 million
+// empty elements of a 336-byte struct (670 MB decoded), of pointers to it,
+// or empty map entries, are past the default bound of 32 MiB; 4 million
+// packed zeros (an []int of 32 MB) are within it.
+func memShapes() []struct {
+	name string
+	body []byte
+	want codes.Code
+} {
 	const size = 4_000_000
 	empty := func(num protowire.Number) []byte {
 		one := protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), nil)
 		return bytes.Repeat(one, size/len(one))
 	}
 	packed := protowire.AppendBytes(protowire.AppendTag(nil, 5, protowire.BytesType), make([]byte, size-8))
-	return map[string][]byte{
-		"empty elements":         empty(2),
-		"empty pointer elements": empty(3),
-		"empty map entries":      empty(4),
-		"packed zeros":           packed,
+	return []struct {
+		name string
+		body []byte
+		want codes.Code
+	}{
+		{"empty elements", empty(2), codes.ResourceExhausted},
+		{"empty pointer elements", empty(3), codes.ResourceExhausted},
+		{"empty map entries", empty(4), codes.ResourceExhausted},
+		{"packed zeros", packed, codes.OK},
 	}
 }
 
@@ -49,19 +62,24 @@ func deepGroups(depth int) []byte {
 	return append(bytes.Repeat(start, depth), bytes.Repeat(end, depth)...)
 }
 
-// TestGRPCGoTypesDecodeCostBounded sends, over a real gRPC connection,
-// requests of a Go-typed method whose few wire bytes stand for a huge
-// decoded value (about 2 million empty elements of a 40-field struct, or
-// of pointers to it, or empty map entries, or 4 million packed zeros):
-// each is ResourceExhausted, refused before it is decoded, and five
-// rounds of them all grow the process's heap (allocated in total, and in
-// use after them) by less than the stated bound, which holds the request
-// bytes' own copies (client and server) but not one decoded value
-// (4.2 GB for the first shape without the bound: about 2,100 bytes per
-// empty element, measured). Deeply nested (unknown) groups
-// are InvalidArgument within the same bound. A normal call on the same
-// connection then succeeds.
-func TestGRPCGoTypesDecodeCostBounded(t *testing.T) {
+// memStats reads, with runtime/metrics, the bytes allocated on the heap
+// so far and the bytes of heap objects (live and not yet swept).
+func memStats() (allocated, inUse uint64) {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64(), s[1].Value.Uint64()
+}
+
+// TestGRPCGoTypesDecodeBounded sends, over a real gRPC connection, the
+// memShapes requests of a Go-typed method five times each, and deeply
+// nested unknown groups: each shape gets its code (ResourceExhausted
+// past the bound on what decoding allocates, refused as the count passes
+// it), the groups InvalidArgument; measured with runtime/metrics, the
+// process allocates per call at most the bound (32 MiB) and its
+// allocator's rounding, plus the copies of the request on both sides,
+// and its heap in use afterwards has not grown by more than 64 MiB. A
+// normal call on the same connection then succeeds.
+func TestGRPCGoTypesDecodeBounded(t *testing.T) {
 	srv := server.New(server.WithLogger(discard()))
 	if err := srv.Register(MemEcho{}); err != nil {
 		t.Fatal(err)
@@ -73,50 +91,55 @@ func TestGRPCGoTypesDecodeCostBounded(t *testing.T) {
 	cc := grpcConn(t, addr)
 	in, out := reflectedMethod(t, ctx, addr, "MemEcho", "Count")
 
-	call := func(raw []byte) error {
+	call := func(raw []byte) (int64, error) {
 		req := dynamicpb.NewMessage(in)
 		req.SetUnknown(raw)
-		return cc.Invoke(ctx, "/MemEcho/Count", req, dynamicpb.NewMessage(out))
+		reply := dynamicpb.NewMessage(out)
+		err := cc.Invoke(ctx, "/MemEcho/Count", req, reply)
+		return reply.Get(out.Fields().ByName("value")).Int(), err
 	}
-	// A first call sets up the connection and the synthesized messages.
-	if err := call(nil); err != nil {
+	// A first call sets up the connection and the codec plans.
+	if _, err := call(nil); err != nil {
 		t.Fatal(err)
 	}
 	shapes := memShapes()
 	const rounds = 5
-	// Per adversarial call: the request is built, marshalled and framed
-	// by the client (about 3 copies of 4 MB) and received and copied by
-	// the server (2 more), plus grpc-go's buffers: 64 MiB is generous.
-	// One decoded request alone allocates about 4.2 GB.
+	// Per call: the decoding, within the 32 MiB bound and a fifth for the
+	// allocator's rounding; the request built, marshalled and framed by
+	// the client (about 3 copies of 4 MB) and received and copied by the
+	// server (2 more), and grpc-go's buffers: 64 MiB.
 	const perCall = 64 << 20
-	var before, after runtime.MemStats
 	runtime.GC()
-	runtime.ReadMemStats(&before)
+	allocBefore, heapBefore := memStats()
 	calls := 0
 	for range rounds {
-		for name, raw := range shapes {
-			if err := call(raw); status.Code(err) != codes.ResourceExhausted {
-				t.Fatalf("%s (%d bytes): %v, want ResourceExhausted", name, len(raw), err)
+		for _, s := range shapes {
+			n, err := call(s.body)
+			if status.Code(err) != s.want {
+				t.Fatalf("%s (%d bytes): %v, want %v", s.name, len(s.body), err, s.want)
+			}
+			if s.want == codes.OK && n != 4_000_000-8 { // the packed zeros
+				t.Fatalf("%s: counted %d", s.name, n)
 			}
 			calls++
 		}
 		for _, depth := range []int{1000, 100000} {
-			if err := call(deepGroups(depth)); status.Code(err) != codes.InvalidArgument {
+			if _, err := call(deepGroups(depth)); status.Code(err) != codes.InvalidArgument {
 				t.Fatalf("groups %d deep: %v, want InvalidArgument", depth, err)
 			}
 			calls++
 		}
 	}
 	runtime.GC()
-	runtime.ReadMemStats(&after)
-	total := after.TotalAlloc - before.TotalAlloc
-	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	t.Logf("%d calls: %d bytes allocated in total (%d per call), heap in use grew by %d", calls, total, total/uint64(calls), grown)
+	allocAfter, heapAfter := memStats()
+	total := allocAfter - allocBefore
+	grown := int64(heapAfter) - int64(heapBefore)
+	t.Logf("%d calls: %d bytes allocated in total (%d per call), heap objects grew by %d", calls, total, total/uint64(calls), grown)
 	if total > uint64(calls)*perCall {
 		t.Fatalf("%d calls allocated %d bytes, over %d", calls, total, uint64(calls)*perCall)
 	}
 	if grown > 64<<20 {
-		t.Fatalf("heap in use grew by %d bytes, over %d", grown, 64<<20)
+		t.Fatalf("heap objects grew by %d bytes, over %d", grown, 64<<20)
 	}
 
 	// A normal call on the same connection.
@@ -139,11 +162,9 @@ func TestGRPCGoTypesDecodeCostBounded(t *testing.T) {
 	}
 }
 
-// TestGRPCGoTypesMaxDecodeCost: a request of 300,000 packed zeros is a
-// valid request whose JSON fits the 4 MiB limit, but decoding it costs
-// more than the default bound (8 × 4 MiB; about 145 bytes per element,
-// measured): ResourceExhausted by default, served with
-// WithMaxDecodeCost raised.
+// TestGRPCGoTypesMaxDecodeCost: a request of 300,000 packed zeros decodes
+// into a 2.4 MB []int: served by default (bound 32 MiB), ResourceExhausted
+// with WithMaxDecodeCost(1 MiB).
 func TestGRPCGoTypesMaxDecodeCost(t *testing.T) {
 	const n = 300_000
 	packed := protowire.AppendBytes(protowire.AppendTag(nil, 5, protowire.BytesType), make([]byte, n))
@@ -151,8 +172,8 @@ func TestGRPCGoTypesMaxDecodeCost(t *testing.T) {
 		opts []gateway.Option
 		want codes.Code
 	}{
-		{nil, codes.ResourceExhausted},
-		{[]gateway.Option{gateway.WithMaxDecodeCost(1 << 30)}, codes.OK},
+		{nil, codes.OK},
+		{[]gateway.Option{gateway.WithMaxDecodeCost(1 << 20)}, codes.ResourceExhausted},
 	} {
 		srv := server.New(server.WithLogger(discard()))
 		if err := srv.Register(MemEcho{}); err != nil {

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"reflect"
@@ -192,7 +191,10 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 			if err != nil {
 				return nil, fleet.Errorf(fleet.Unimplemented, "%s.%s: %v", d.Service, d.Method, err)
 			}
-			return &goCallCodec{g: g, args: args, reply: reply}, nil
+			// Go types: Invoke decodes the protobuf bytes straight into
+			// the argument and encodes the reply straight into protobuf
+			// bytes, allocations bounded by maxDecodeCost.
+			return &goCodec{args: args, reply: reply, limit: g.maxDecodeCost(), maxDepth: g.opts.maxDepth}, nil
 		}}
 	if p, ok := peer.FromContext(ctx); ok {
 		call.RemoteAddr, call.LocalAddr = p.Addr, p.LocalAddr
@@ -211,37 +213,6 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 	out := rawFrame(reply)
 	return ss.SendMsg(&out)
 }
-
-// goCallCodec is the codec of a gRPC call of a method taking Go types: it
-// decodes the protobuf bytes of the synthesized message into the Go
-// argument, the work bounded before decoding (checkDecodeCost: a few wire
-// bytes may stand for a large value), and encodes the Go reply as the
-// synthesized reply message.
-type goCallCodec struct {
-	g           *Gateway
-	args, reply *goMessage
-}
-
-func (c *goCallCodec) Name() string { return "grpc-go-types" }
-
-func (c *goCallCodec) Unmarshal(data []byte, v any) error {
-	if err := c.args.checkDecodeCost(data, c.g.maxDecodeCost(), c.g.opts.maxDepth); err != nil {
-		return err
-	}
-	dv, err := c.args.decode(data)
-	if err != nil {
-		return fleet.WrapError(fleet.InvalidArgument, err)
-	}
-	b, err := json.Marshal(dv)
-	if err != nil {
-		// A value encoding/json cannot encode (a NaN or infinite float,
-		// a TextMarshaler failing) is the request's fault.
-		return fleet.Errorf(fleet.InvalidArgument, "request has no JSON form: %v", err)
-	}
-	return json.Unmarshal(b, v)
-}
-
-func (c *goCallCodec) Marshal(v any) ([]byte, error) { return c.reply.encode(v) }
 
 // goMessages returns the synthesized messages of a method whose argument
 // and reply are not protobuf messages.

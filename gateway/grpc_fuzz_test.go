@@ -2,10 +2,10 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -240,10 +240,10 @@ func checkGRPCCall(t *testing.T, g *Gateway, path string, body []byte, md metada
 	svc, method, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
 	_, d, known := g.fleetName(svc, method)
 	var argMsg, replyMsg *goMessage
-	var argJSON []byte
-	// costErr is the decode-cost pre-scan's verdict (checkDecodeCost)
-	// on a Go-typed request within the size limit.
-	var costErr error
+	// want is the request's Go value as the wire codec decodes it, decErr
+	// its verdict (held to the reference by checkWire).
+	var want reflect.Value
+	var decErr error
 	if known && !isProto(d.ArgType) {
 		var gerr error
 		if argMsg, replyMsg, gerr = goMessages(d); gerr != nil {
@@ -253,19 +253,8 @@ func checkGRPCCall(t *testing.T, g *Gateway, path string, body []byte, md metada
 			return
 		}
 		if len(body) <= fuzzGRPCLimit {
-			scan := costScan{g: argMsg, limit: g.maxDecodeCost(), maxDepth: g.opts.maxDepth}
-			costErr = scan.message(body, argMsg.md, 1)
-			v, derr := argMsg.decode(body)
-			if derr == nil {
-				// nil (and InvalidArgument expected) for a value
-				// encoding/json cannot encode.
-				argJSON, _ = json.Marshal(v)
-			}
-			// The scan finds bad wire data only where protobuf-go
-			// does (its depth limit aside, which is lower).
-			if fleet.CodeOf(costErr) == fleet.InvalidArgument && !strings.Contains(costErr.Error(), "nests deeper") && derr == nil {
-				t.Fatalf("%s %q: the decode-cost scan refused bytes protobuf-go decodes: %v", path, body, costErr)
-			}
+			checkWire(t, argMsg, body, g.maxDecodeCost())
+			want, _, decErr = decodeNew(argMsg, body, g.maxDecodeCost())
 		}
 	}
 	if err != nil {
@@ -288,11 +277,13 @@ func checkGRPCCall(t *testing.T, g *Gateway, path string, body []byte, md metada
 		if st.Code() != codes.Unimplemented && !known {
 			t.Fatalf("%s %q: unknown method answered %v", path, body, err)
 		}
-		if costErr != nil && st.Code() != codes.Code(fleet.CodeOf(costErr)) {
-			t.Fatalf("%s %q: the decode-cost scan found %v, the call answered %v", path, body, costErr, err)
-		}
-		if len(argJSON) > fuzzGRPCLimit && st.Code() != codes.ResourceExhausted {
-			t.Fatalf("%s %q: %d bytes of JSON answered %v, not ResourceExhausted", path, body, len(argJSON), err)
+		if argMsg != nil && len(body) <= fuzzGRPCLimit {
+			if decErr != nil && st.Code() != GRPCCode(fleet.CodeOf(decErr)) {
+				t.Fatalf("%s %q: the wire codec found %v, the call answered %v", path, body, decErr, err)
+			}
+			if decErr == nil && st.Code() != codes.Unknown {
+				t.Fatalf("%s %q: a request that decodes answered %v", path, body, err)
+			}
 		}
 		return
 	}
@@ -302,8 +293,8 @@ func checkGRPCCall(t *testing.T, g *Gateway, path string, body []byte, md metada
 	if len(out) != 1 {
 		t.Fatalf("%s %q: success with %d replies", path, body, len(out))
 	}
-	if len(body) > fuzzGRPCLimit || len(argJSON) > fuzzGRPCLimit {
-		t.Fatalf("%s %q: %d bytes (%d of JSON) over the limit of %d accepted", path, body, len(body), len(argJSON), fuzzGRPCLimit)
+	if len(body) > fuzzGRPCLimit {
+		t.Fatalf("%s %q: %d bytes over the limit of %d accepted", path, body, len(body), fuzzGRPCLimit)
 	}
 	if argMsg == nil {
 		// demo.Hello.Say: the reply echoes the request.
@@ -319,36 +310,29 @@ func checkGRPCCall(t *testing.T, g *Gateway, path string, body []byte, md metada
 		}
 		return
 	}
-	if argJSON == nil {
-		t.Fatalf("%s %q: request that does not decode accepted", path, body)
+	if decErr != nil {
+		t.Fatalf("%s %q: accepted, though the wire codec refuses it: %v", path, body, decErr)
 	}
-	if costErr != nil {
-		t.Fatalf("%s %q: accepted, though the decode-cost scan found %v", path, body, costErr)
-	}
-	rv, err := replyMsg.decode(out[0])
+	rv, _, err := decodeNew(replyMsg, out[0], 1<<30)
 	if err != nil {
 		t.Fatalf("%s %q: reply %q does not decode: %v", path, body, out[0], err)
 	}
-	replyJSON, err := json.Marshal(rv)
-	if err != nil {
-		t.Fatalf("%s %q: reply has no JSON form: %v", path, body, err)
+	if ref, err := replyMsg.decode(out[0]); err != nil || !equalGo(reflect.ValueOf(ref), rv) {
+		t.Fatalf("%s %q: reply %q: the reference decodes %v, %v", path, body, out[0], ref, err)
 	}
 	switch d.Method {
 	case "Add", "Mul", "Div":
-		var a demo.Args
-		if err := json.Unmarshal(argJSON, &a); err != nil {
-			t.Fatal(err)
-		}
+		a := want.Interface().(*demo.Args)
 		want := map[string]int{"Add": a.A + a.B, "Mul": a.A * a.B}[d.Method]
 		if d.Method == "Div" {
 			want = a.A / a.B
 		}
-		if got := *rv.(*int); got != want {
+		if got := *rv.Interface().(*int); got != want {
 			t.Fatalf("%s(%+v) = %d, want %d", path, a, got, want)
 		}
 	default:
-		if string(replyJSON) != string(argJSON) {
-			t.Fatalf("%s %q: echo changed the value:\n got %s\nwant %s", path, body, replyJSON, argJSON)
+		if !equalGo(rv, want) {
+			t.Fatalf("%s %q: echo changed the value:\n got %#v\nwant %#v", path, body, rv.Elem().Interface(), want.Elem().Interface())
 		}
 	}
 	if d.Method == "All" {
