@@ -38,6 +38,8 @@ type options struct {
 	tls            *tls.Config
 	h2cHTTP        bool
 	logger         *slog.Logger
+	limits         httpLimits
+	closedLiveness bool
 }
 
 func defaultOptions() options {
@@ -50,6 +52,7 @@ func defaultOptions() options {
 		idleTimeout:    2 * time.Minute,
 		maxHeaderBytes: 64 << 10,
 		logger:         slog.Default(),
+		limits:         defaultHTTPLimits(),
 	}
 }
 
@@ -139,6 +142,7 @@ type Gateway struct {
 	http    *http.Server
 	httpLis *chanListener
 	grpcLis *chanListener
+	authOn  bool // the server has an auth function
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -162,6 +166,7 @@ func New(srv *server.Server, opts ...Option) *Gateway {
 	for _, o := range opts {
 		o.apply(&g.opts)
 	}
+	g.authOn, _ = srv.Authenticate(context.Background(), "", "", nil)
 	g.grpc = g.newGRPC()
 	g.registerIntrospection()
 	g.handler = http.HandlerFunc(g.serveHTTP)
@@ -177,6 +182,7 @@ func New(srv *server.Server, opts ...Option) *Gateway {
 		ReadHeaderTimeout: g.opts.headerTimeout,
 		IdleTimeout:       g.opts.idleTimeout,
 		MaxHeaderBytes:    g.opts.maxHeaderBytes,
+		HTTP2:             g.http2Config(),
 		ErrorLog:          slog.NewLogLogger(g.opts.logger.Handler(), slog.LevelDebug),
 	}
 	srv.OnShutdown(func(ctx context.Context) { _ = g.stop(ctx) })
@@ -274,6 +280,8 @@ func (g *Gateway) route(nc net.Conn) {
 			conn.Close()
 		}
 	case kindH2C:
+		l := g.opts.limits
+		conn = newH2Guard(conn, l.maxResets, l.frameTimeout, g.opts.maxHeaderBytes)
 		if !g.grpcLis.deliver(conn) {
 			conn.Close()
 		}

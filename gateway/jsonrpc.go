@@ -164,7 +164,7 @@ func (g *Gateway) runRPC(ctx context.Context, base server.Call, raw []byte, h ht
 	}
 	call := base
 	call.Service, call.Method = method[:i], method[i+1:]
-	if _, ok := g.srv.Method(call.Service, call.Method); !ok {
+	if _, ok := g.srv.Method(call.Service, call.Method); !ok || g.hiddenOverHTTP(call.Service) {
 		if notification {
 			return resp, false
 		}
