@@ -298,8 +298,13 @@ func (g *Gateway) classifyConn(nc net.Conn) (connKind, net.Conn) {
 	}
 	switch kind {
 	case kindHTTP:
-		if !g.opts.h2cHTTP && string(pc.(*prefixConn).buf[:4]) == "PRI " {
-			return kindH2C, pc
+		if string(pc.(*prefixConn).buf[:4]) == "PRI " {
+			if !g.opts.h2cHTTP {
+				return kindH2C, pc
+			}
+			// h2c for net/http: watched for resets and stalls too.
+			l := g.opts.limits
+			return kind, newH2Guard(pc, l.maxResets, l.frameTimeout, g.opts.maxHeaderBytes)
 		}
 		return kind, pc
 	case kindNative:
