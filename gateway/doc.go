@@ -31,8 +31,8 @@
 // server with an auth function; with one, gRPC reflection and per-service
 // health need the token too. Every HTTP/2 connection has a stream limit
 // (WithMaxConcurrentStreams, 100), a 64 KiB header list
-// (WithMaxHeaderBytes) and, in cleartext, a reset-stream cap
-// (WithMaxResetRate) and a frame-read timeout (WithFrameReadTimeout);
+// (WithMaxHeaderBytes), a reset-stream cap (WithMaxResetRate) and a
+// frame-read timeout (WithFrameReadTimeout);
 // HTTP/1.1 has header, body, write and idle timeouts.
 //
 // The mappings (paths, codes to HTTP statuses and JSON-RPC error codes,

@@ -402,8 +402,15 @@ func (g *Gateway) classifyTLS(pc net.Conn) (connKind, net.Conn) {
 		return kindUnknown, nil
 	}
 	switch tc.ConnectionState().NegotiatedProtocol {
-	case "h2", "http/1.1":
-		// A *tls.Conn: net/http serves HTTP/2 by its ALPN.
+	case "h2":
+		// The decrypted stream, watched for resets and stalls like
+		// cleartext HTTP/2: net/http serves it as h2c with prior
+		// knowledge (the client's first bytes are the HTTP/2 preface),
+		// so requests on it have no Request.TLS.
+		l := g.opts.limits
+		return kindHTTP, newH2Guard(tc, l.maxResets, l.frameTimeout, g.opts.maxHeaderBytes)
+	case "http/1.1":
+		// A *tls.Conn: net/http serves it as HTTPS.
 		return kindHTTP, tc
 	}
 	kind, inner, err := sniff(tc, g.opts.sniffTimeout)

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"runtime"
@@ -16,9 +17,12 @@ import (
 	"github.com/fleetrpc/fleet/gateway"
 	"github.com/fleetrpc/fleet/internal/benchpb"
 	"github.com/fleetrpc/fleet/internal/demo"
+	"github.com/fleetrpc/fleet/internal/testutil"
 	"github.com/fleetrpc/fleet/server"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 )
 
 // peakSampler records the highest goroutine count and live heap of the
@@ -73,9 +77,20 @@ type h2Attacker struct {
 	maxConc atomic.Uint32      // SETTINGS_MAX_CONCURRENT_STREAMS, 0 if not sent
 }
 
-func dialH2(t testing.TB, addr string) *h2Attacker {
+func dialH2(t testing.TB, addr string) *h2Attacker { return dialH2TLS(t, addr, nil) }
+
+// dialH2TLS is dialH2 over TLS with ALPN h2 when cfg is not nil.
+func dialH2TLS(t testing.TB, addr string, cfg *tls.Config) *h2Attacker {
 	t.Helper()
-	nc, err := net.Dial("tcp", addr)
+	var nc net.Conn
+	var err error
+	if cfg != nil {
+		cfg = cfg.Clone()
+		cfg.NextProtos = []string{"h2"}
+		nc, err = tls.Dial("tcp", addr, cfg)
+	} else {
+		nc, err = net.Dial("tcp", addr)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,8 +140,8 @@ func (a *h2Attacker) headerBlock(path string, extra ...hpack.HeaderField) []byte
 }
 
 // TestRapidReset sends 100,000 streams, each HEADERS + DATA + RST_STREAM,
-// on at most 4 h2c connections at a time, to grpc-go's transport and to
-// net/http's (WithH2CToHTTP); an attacker redials when a connection is
+// on at most 4 connections at a time: h2c to grpc-go's transport and to
+// net/http's (WithH2CToHTTP), and TLS with ALPN h2 (net/http); an attacker redials when a connection is
 // closed, and goes on past 100,000 until one was closed with GOAWAY
 // (bounded by a minute), while a well-behaved gRPC caller keeps calling on
 // its own connection. The gateway must advertise
@@ -134,21 +149,38 @@ func (a *h2Attacker) headerBlock(path string, extra ...hpack.HeaderField) []byte
 // keep goroutines and heap bounded, and fail none of the good caller's
 // calls. The good caller's p99 is logged (timings are not asserted).
 func TestRapidReset(t *testing.T) {
-	t.Run("grpc-go", func(t *testing.T) { rapidReset(t) })
+	t.Run("grpc-go", func(t *testing.T) { rapidReset(t, nil) })
 	// net/http's HTTP/2 server handles far fewer streams per second than
 	// grpc-go's transport here (a few hundred per connection under the
 	// race detector), so the default bucket (1000, then 100/s) may not
 	// empty within the test's bounds: a smaller cap exercises the same
 	// mechanism there.
 	t.Run("net/http", func(t *testing.T) {
-		rapidReset(t, gateway.WithH2CToHTTP(true), gateway.WithMaxResetRate(10))
+		rapidReset(t, nil, gateway.WithH2CToHTTP(true), gateway.WithMaxResetRate(10))
+	})
+	t.Run("TLS", func(t *testing.T) {
+		srvTLS, cliTLS := testutil.TLSConfigs(t)
+		rapidReset(t, cliTLS, gateway.WithTLS(srvTLS), gateway.WithMaxResetRate(10))
 	})
 }
 
-func rapidReset(t *testing.T, gopts ...gateway.Option) {
+// rapidReset attacks a gateway built with gopts, over TLS (ALPN h2) when
+// cliTLS is not nil, else over h2c; the good caller uses the same
+// transport.
+func rapidReset(t *testing.T, cliTLS *tls.Config, gopts ...gateway.Option) {
 	_, addr := start(t, nil, gopts...)
 	const total, conns = 100_000, 4
-	cc := grpcConn(t, addr)
+	var cc *grpc.ClientConn
+	if cliTLS != nil {
+		var err error
+		cc, err = grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cliTLS.Clone())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close() })
+	} else {
+		cc = grpcConn(t, addr)
+	}
 	in := benchpb.New()
 	var out benchpb.BenchmarkMessage
 	if err := cc.Invoke(context.Background(), "/Hello/Say", in, &out); err != nil {
@@ -189,7 +221,7 @@ func rapidReset(t *testing.T, gopts ...gateway.Option) {
 	for range conns {
 		wg.Go(func() {
 			for more() {
-				a := dialH2(t, addr)
+				a := dialH2TLS(t, addr, cliTLS)
 				dials.Add(1)
 				block := a.headerBlock("/Hello/Say")
 				for id := uint32(1); more() && id < 1<<31-2; id += 2 {

@@ -23,9 +23,9 @@ var errHeaderBlock = errors.New("gateway: header block too large")
 // http2Preface is the client connection preface, RFC 9113 section 3.4.
 const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
-// h2Guard wraps a cleartext HTTP/2 connection (served by grpc-go's own
-// transport, which has no reset-stream cap and no read deadline, or by
-// net/http with WithH2CToHTTP) and
+// h2Guard wraps an HTTP/2 connection accepted by Serve, in cleartext or
+// decrypted (served by grpc-go's own transport, which has no reset-stream
+// cap and no read deadline, or by net/http) and
 // watches the frames on it without buffering or copying them: it reads
 // only the 9-byte frame headers as the bytes pass (RFC 9113 section 4.1).
 //

@@ -44,13 +44,13 @@ func WithMaxConcurrentStreams(n uint32) Option {
 }
 
 // WithMaxResetRate caps the RST_STREAM frames a client may send on one
-// cleartext HTTP/2 (h2c) connection (served by grpc-go's transport, or by
-// net/http with WithH2CToHTTP): n per
+// HTTP/2 connection accepted by Serve (h2c served by grpc-go's transport
+// or, with WithH2CToHTTP, by net/http; TLS with ALPN h2): n per
 // second sustained, in bursts of up to 10n (a token bucket, full when the
 // connection opens). A client past it gets GOAWAY with ENHANCE_YOUR_CALM
-// and the connection is closed (rapid reset, CVE-2023-44487). HTTP/2
-// over TLS is served by net/http alone, which bounds resets by its own
-// rule (see docs/security.md). Default 100 per second,
+// and the connection is closed (rapid reset, CVE-2023-44487). A
+// Handler mounted on a server of your own is not covered (net/http's own
+// rule applies there; see docs/security.md). Default 100 per second,
 // bursts of 1000; n < 0 removes the cap.
 func WithMaxResetRate(n int) Option {
 	return optionFunc(func(o *options) {
