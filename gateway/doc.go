@@ -28,6 +28,16 @@
 // mount it on their own mux; gRPC through it needs HTTP/2 on that server
 // (TLS with ALPN h2, or http.Protocols with UnencryptedHTTP2 for h2c).
 //
+// HTTP/JSON and JSON-RPC accept only application/json requests that a
+// browser did not mark cross-site, and serve fleet.Admin only for a
+// server with an auth function; with one, gRPC reflection and per-service
+// health need the token too. Every HTTP/2 connection has a stream limit
+// (WithMaxConcurrentStreams, 100), a 64 KiB header list
+// (WithMaxHeaderBytes), a reset-stream cap (WithMaxResetRate) and a
+// frame-read timeout (WithFrameReadTimeout);
+// HTTP/1.1 has header, body, write and idle timeouts.
+//
 // The mappings (paths, codes to HTTP statuses and JSON-RPC error codes,
-// metadata headers, limits) are documented in docs/gateway.md.
+// metadata headers, limits) are documented in docs/gateway.md; which
+// server enforces which limit, in docs/security.md.
 package gateway

@@ -33,7 +33,9 @@ func FuzzJSONRPC(f *testing.F) {
 	h := gateway.New(srv, gateway.WithMaxBatch(50)).Handler()
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body)))
+		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(rec, req)
 		switch rec.Code {
 		case http.StatusNoContent:
 			if rec.Body.Len() != 0 {

@@ -38,6 +38,8 @@ type options struct {
 	tls            *tls.Config
 	h2cHTTP        bool
 	logger         *slog.Logger
+	limits         httpLimits
+	closedLiveness bool
 }
 
 func defaultOptions() options {
@@ -50,6 +52,7 @@ func defaultOptions() options {
 		idleTimeout:    2 * time.Minute,
 		maxHeaderBytes: 64 << 10,
 		logger:         slog.Default(),
+		limits:         defaultHTTPLimits(),
 	}
 }
 
@@ -139,6 +142,7 @@ type Gateway struct {
 	http    *http.Server
 	httpLis *chanListener
 	grpcLis *chanListener
+	authOn  bool // the server has an auth function
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -162,6 +166,7 @@ func New(srv *server.Server, opts ...Option) *Gateway {
 	for _, o := range opts {
 		o.apply(&g.opts)
 	}
+	g.authOn, _ = srv.Authenticate(context.Background(), "", "", nil)
 	g.grpc = g.newGRPC()
 	g.registerIntrospection()
 	g.handler = http.HandlerFunc(g.serveHTTP)
@@ -177,6 +182,7 @@ func New(srv *server.Server, opts ...Option) *Gateway {
 		ReadHeaderTimeout: g.opts.headerTimeout,
 		IdleTimeout:       g.opts.idleTimeout,
 		MaxHeaderBytes:    g.opts.maxHeaderBytes,
+		HTTP2:             g.http2Config(),
 		ErrorLog:          slog.NewLogLogger(g.opts.logger.Handler(), slog.LevelDebug),
 	}
 	srv.OnShutdown(func(ctx context.Context) { _ = g.stop(ctx) })
@@ -274,6 +280,8 @@ func (g *Gateway) route(nc net.Conn) {
 			conn.Close()
 		}
 	case kindH2C:
+		l := g.opts.limits
+		conn = newH2Guard(conn, l.maxResets, l.frameTimeout, g.opts.maxHeaderBytes)
 		if !g.grpcLis.deliver(conn) {
 			conn.Close()
 		}
@@ -290,8 +298,13 @@ func (g *Gateway) classifyConn(nc net.Conn) (connKind, net.Conn) {
 	}
 	switch kind {
 	case kindHTTP:
-		if !g.opts.h2cHTTP && string(pc.(*prefixConn).buf[:4]) == "PRI " {
-			return kindH2C, pc
+		if string(pc.(*prefixConn).buf[:4]) == "PRI " {
+			if !g.opts.h2cHTTP {
+				return kindH2C, pc
+			}
+			// h2c for net/http: watched for resets and stalls too.
+			l := g.opts.limits
+			return kind, newH2Guard(pc, l.maxResets, l.frameTimeout, g.opts.maxHeaderBytes)
 		}
 		return kind, pc
 	case kindNative:
@@ -389,8 +402,15 @@ func (g *Gateway) classifyTLS(pc net.Conn) (connKind, net.Conn) {
 		return kindUnknown, nil
 	}
 	switch tc.ConnectionState().NegotiatedProtocol {
-	case "h2", "http/1.1":
-		// A *tls.Conn: net/http serves HTTP/2 by its ALPN.
+	case "h2":
+		// The decrypted stream, watched for resets and stalls like
+		// cleartext HTTP/2: net/http serves it as h2c with prior
+		// knowledge (the client's first bytes are the HTTP/2 preface),
+		// so requests on it have no Request.TLS.
+		l := g.opts.limits
+		return kindHTTP, newH2Guard(tc, l.maxResets, l.frameTimeout, g.opts.maxHeaderBytes)
+	case "http/1.1":
+		// A *tls.Conn: net/http serves it as HTTPS.
 		return kindHTTP, tc
 	}
 	kind, inner, err := sniff(tc, g.opts.sniffTimeout)

@@ -64,12 +64,12 @@ func isProto(t reflect.Type) bool { return reflect.PointerTo(t).Implements(proto
 // Fleet server's limits.
 func (g *Gateway) newGRPC() *grpc.Server {
 	l := g.srv.Limits()
-	return grpc.NewServer(
+	return grpc.NewServer(append([]grpc.ServerOption{
 		grpc.ForceServerCodecV2(passCodec{}),
 		grpc.UnknownServiceHandler(g.handleGRPC),
 		grpc.MaxRecvMsgSize(l.MaxDecompressedSize),
 		grpc.MaxSendMsgSize(l.MaxFrameSize),
-	)
+	}, g.grpcLimitOptions()...)...)
 }
 
 // fleetName maps a gRPC service name to a Fleet service: the name as it

@@ -76,9 +76,15 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		g.grpc.ServeHTTP(w, r)
 		return
 	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(g.opts.limits.bodyTimeout))
+	w = &deadlineWriter{ResponseWriter: w, rc: rc, timeout: g.opts.limits.writeTimeout}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeError(w, http.StatusMethodNotAllowed, fleet.Errorf(fleet.Unimplemented, "method %s not allowed: calls are POST requests", r.Method))
+		return
+	}
+	if !g.browserCheck(w, r) {
 		return
 	}
 	switch r.URL.Path {
@@ -95,6 +101,10 @@ func (g *Gateway) serveJSON(w http.ResponseWriter, r *http.Request) {
 	svc, method, ok := strings.Cut(path, "/")
 	if !ok || svc == "" || method == "" || strings.Contains(method, "/") {
 		writeError(w, http.StatusNotFound, fleet.Errorf(fleet.NotFound, "path %q is not /{service}/{method}", r.URL.Path))
+		return
+	}
+	if g.hiddenOverHTTP(svc) {
+		writeError(w, http.StatusNotFound, fleet.Errorf(fleet.NotFound, "service %s is not served over HTTP by a server without auth", svc))
 		return
 	}
 	body, status, err := g.readBody(w, r)

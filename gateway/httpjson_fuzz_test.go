@@ -41,6 +41,7 @@ func FuzzHTTPJSON(f *testing.F) {
 		}
 		r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
 		r.URL = &url.URL{Path: path}
+		r.Header.Set("Content-Type", "application/json")
 		if timeout != "" {
 			r.Header.Set(gateway.TimeoutHeader, timeout)
 		}

@@ -165,7 +165,13 @@ func (g *Gateway) runRPC(ctx context.Context, base server.Call, raw []byte, h ht
 	call := base
 	call.Service, call.Method = method[:i], method[i+1:]
 	// The method is looked up by Invoke, after the caller's token is
-	// checked.
+	// checked; fleet.Admin is not served over HTTP without auth.
+	if g.hiddenOverHTTP(call.Service) {
+		if notification {
+			return resp, false
+		}
+		return fail(MethodNotFound, "method not found: "+method, fleet.NewError(fleet.NotFound, ""))
+	}
 	if perr != nil {
 		if notification {
 			return resp, false

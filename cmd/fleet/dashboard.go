@@ -39,6 +39,7 @@ type dashboardFlags struct {
 	registry string
 	services []string
 	listen   string
+	hosts    []string // --allow-host
 }
 
 func init() {
@@ -64,7 +65,12 @@ Safety: it listens on 127.0.0.1 by default; any other address requires
 --token, which the browser then presents once as /?token=... (kept in an
 HttpOnly, SameSite=Strict cookie) and scripts as "Authorization: Bearer ...".
 POST requests (the call form) must be same-origin (Go's
-http.CrossOriginProtection, Sec-Fetch-Site / Origin) and JSON.`,
+http.CrossOriginProtection, Sec-Fetch-Site / Origin) and JSON. Every
+request must name the page's host as an IP address, localhost or an
+--allow-host name (DNS rebinding is refused with 403). The token sent to
+the servers (fleet.Admin of fleet demo --serve needs one) is --token, else
+$FLEET_TOKEN, else --token-file, by default the file where fleet demo
+--serve writes its admin token.`,
 		Example: "  fleet dashboard --registry etcd://127.0.0.1:2379 --service Arith --service Hello",
 		Args:    rangeArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -78,7 +84,7 @@ http.CrossOriginProtection, Sec-Fetch-Site / Origin) and JSON.`,
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "dashboard on http://%s/ (registry %s; services %s)\n", lis.Addr(), f.registry, strings.Join(f.services, ", "))
-			hs := &http.Server{Handler: d.handler(), ReadHeaderTimeout: 10 * time.Second}
+			hs := newDashboardServer(d.handler())
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
 			go func() {
@@ -99,6 +105,7 @@ http.CrossOriginProtection, Sec-Fetch-Site / Origin) and JSON.`,
 	fl.StringVar(&f.registry, "registry", defaultDashboardRegistry, "registry URL (default: the embedded etcd of fleet demo --serve): etcd://, zookeeper://, redis://, nats://host:port, or static://host:port,host:port")
 	fl.StringArrayVar(&f.services, "service", []string{"Arith", "Hello"}, "a service to show (repeatable)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8090", "address to serve the page on; not loopback only with --token")
+	fl.StringArrayVar(&f.hosts, "allow-host", nil, "a host name the page may be reached by, besides IP addresses and localhost (repeatable); requests naming any other host are refused, against DNS rebinding")
 	return cmd
 }
 
@@ -183,7 +190,45 @@ func (d *dashboard) handler() http.Handler {
 	var h http.Handler = mux
 	h = http.NewCrossOriginProtection().Handler(h)
 	h = d.checkToken(h)
+	h = checkHost(d.f.hosts, h)
 	return securityHeaders(h)
+}
+
+// newDashboardServer is the dashboard's HTTP server: headers within 10 s
+// (at most 64 KiB), the whole request within 20 s (bodies are small JSON),
+// the response within 60 s (a call from the form is bounded by
+// --timeout), idle keep-alive connections closed after 2 minutes.
+func newDashboardServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       20 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// checkHost refuses, with 403, a request whose Host names this machine
+// in a way DNS rebinding can forge: the host must be an IP literal,
+// "localhost" or one of hosts (case-insensitive; the port is ignored).
+// A page on an attacker's name that resolves to 127.0.0.1 is then
+// same-origin with itself, never with the dashboard.
+func checkHost(hosts []string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+		ok := host != "" && (net.ParseIP(host) != nil || strings.EqualFold(host, "localhost") ||
+			slices.ContainsFunc(hosts, func(h string) bool { return strings.EqualFold(h, host) }))
+		if !ok {
+			http.Error(w, "fleet dashboard: forbidden host (see --allow-host)", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func securityHeaders(next http.Handler) http.Handler {

@@ -40,7 +40,9 @@ func chromiumPath(t *testing.T) string {
 // docs/img/dashboard.png when FLEET_UPDATE_SCREENSHOT=1.
 func TestDashboardBrowser(t *testing.T) {
 	exe := chromiumPath(t)
-	// fleet demo --serve --load 200, in process, on random ports.
+	// fleet demo --serve --load 200, in process, on random ports; the
+	// dashboard sends the demo's admin token ($FLEET_TOKEN).
+	t.Setenv(tokenEnv, "test-admin-token")
 	pg, err := startPlayground(context.Background(), demoFlags{selector: "weighted", failMode: "failover",
 		srv: serveFlags{serve: true, addr: "127.0.0.1:0", adminAddr: "127.0.0.1:0", load: 200}})
 	if err != nil {

@@ -67,10 +67,11 @@ each server served. The exit status is 1 if any call failed.`,
 	fl.StringVar(&f.registry, "registry", "", "external registry URL (etcd://, zookeeper://, redis://, nats://host:port); default: an in-process etcd")
 	fl.BoolVar(&f.noKill, "no-kill", false, "do not kill a server during the run")
 	fl.StringVar(&f.network, "network", "tcp", "transport between the client and the servers: tcp, kcp, quic")
-	fl.BoolVar(&f.srv.serve, "serve", false, "keep the registry and the three servers running until SIGINT or SIGTERM, with an admin endpoint (/metrics, /healthz, /readyz, /debug/pprof/)")
+	fl.BoolVar(&f.srv.serve, "serve", false, "keep the registry and the three servers running until SIGINT or SIGTERM, with an admin endpoint (/metrics, /healthz, /readyz); fleet.Admin on the servers needs the admin token it prints ($FLEET_TOKEN, else random)")
 	fl.StringVar(&f.srv.addr, "addr", "127.0.0.1:8972", "with --serve: the first server's address; the others listen on the next two ports (port 0: three random ports)")
 	fl.StringVar(&f.srv.adminAddr, "admin-addr", "127.0.0.1:9464", "with --serve: the admin endpoint's address (loopback only)")
 	fl.StringVar(&f.srv.registryAddr, "registry-addr", defaultRegistryAddr, "with --serve and no --registry: the embedded etcd's client address, where fleet dashboard looks by default (port 0: a random port)")
+	fl.BoolVar(&f.srv.pprof, "pprof", false, "with --serve: serve /debug/pprof/ (profiles and the command line) on the admin endpoint")
 	fl.IntVar(&f.srv.load, "load", 0, "with --serve: calls/s of Arith.Add from an XClient (0: none)")
 	rootCmd.AddCommand(cmd)
 }

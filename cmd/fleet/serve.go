@@ -31,7 +31,8 @@ type serveFlags struct {
 	// registryAddr is the embedded etcd's client address (without
 	// --registry); defaultRegistryAddr by default.
 	registryAddr string
-	load         int // calls per second from an XClient; 0: none
+	load         int  // calls per second from an XClient; 0: none
+	pprof        bool // serve /debug/pprof/ on the admin endpoint
 }
 
 // defaultRegistryAddr is where `demo --serve` listens its embedded etcd
@@ -51,6 +52,9 @@ type playground struct {
 	x        *client.XClient
 	stopLoad context.CancelFunc
 	loadWG   sync.WaitGroup
+	// token is the admin token: fleet.Admin on the servers needs it
+	// ($FLEET_TOKEN, else random).
+	token string
 }
 
 // serveAddrs returns the three servers' listen addresses: addr and the
@@ -81,7 +85,10 @@ func startPlayground(ctx context.Context, f demoFlags) (pg *playground, err erro
 	if err != nil {
 		return nil, err
 	}
-	pg = &playground{}
+	pg = &playground{token: os.Getenv(tokenEnv)}
+	if pg.token == "" {
+		pg.token = newToken()
+	}
 	// The error returns set pg to nil: undo what was started through a
 	// copy of the pointer.
 	started := pg
@@ -107,7 +114,7 @@ func startPlayground(ctx context.Context, f demoFlags) (pg *playground, err erro
 			lis.Close()
 			return nil, err
 		}
-		srv := server.New(server.WithLogger(quietLogger()), sm.Option())
+		srv := server.New(server.WithLogger(quietLogger()), sm.Option(), server.WithAuth(adminAuth(pg.token)))
 		if err := registerBuiltins(srv, true); err != nil {
 			lis.Close()
 			return nil, err
@@ -139,7 +146,7 @@ func startPlayground(ctx context.Context, f demoFlags) (pg *playground, err erro
 			}
 		}
 	}
-	if pg.admin, err = fleetprom.ListenAdmin(f.srv.adminAddr, fleetprom.AdminConfig{Gatherer: reg, Servers: health, Pprof: true}); err != nil {
+	if pg.admin, err = fleetprom.ListenAdmin(f.srv.adminAddr, fleetprom.AdminConfig{Gatherer: reg, Servers: health, Pprof: f.srv.pprof}); err != nil {
 		return nil, err
 	}
 	if f.srv.load > 0 {
@@ -251,8 +258,18 @@ func runServe(ctx context.Context, f demoFlags, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "registry: %s (%s)\nservers (Arith, Hello; native, gRPC, HTTP/JSON, JSON-RPC 2.0): %v\nadmin: http://%s/metrics /healthz /readyz /debug/pprof/\nload: %d calls/s of Arith.Add\nCtrl-C stops.\n",
-		pg.b.url, pg.b.name, pg.addrs, pg.admin.Addr(), f.srv.load)
+	paths := "/metrics /healthz /readyz"
+	if f.srv.pprof {
+		paths += " /debug/pprof/"
+	}
+	tokenAt := "set $" + tokenEnv + " or pass --token to fleet call and fleet dashboard"
+	remove, err := writeTokenFile(demoTokenPath(), pg.token)
+	if err == nil {
+		tokenAt = "written to " + demoTokenPath() + ", where fleet call and fleet dashboard read it"
+	}
+	defer remove()
+	fmt.Fprintf(stdout, "registry: %s (%s)\nservers (Arith, Hello; native, gRPC, HTTP/JSON, JSON-RPC 2.0): %v\nadmin: http://%s/ %s\nadmin token (fleet.Admin): %s (%s)\nload: %d calls/s of Arith.Add\nCtrl-C stops.\n",
+		pg.b.url, pg.b.name, pg.addrs, pg.admin.Addr(), paths, pg.token, tokenAt, f.srv.load)
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "shutting down")
 	pg.stop()

@@ -59,7 +59,10 @@ func TestDashboardAgainstDemoServe(t *testing.T) {
 	}
 	cmd := exec.Command(exe, "demo", "--serve", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
 		"--registry-addr", "127.0.0.1:0", "--load", "50")
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	// The demo's admin token, for the child and this process's
+	// dashboard; the token file goes to a directory of the test's own.
+	t.Setenv(tokenEnv, "test-admin-token")
+	cmd.Env = append(os.Environ(), childEnv+"=1", "XDG_CONFIG_HOME="+t.TempDir())
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

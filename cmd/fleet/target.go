@@ -27,6 +27,7 @@ type connFlags struct {
 	headers    []string
 	timeout    time.Duration
 	token      string
+	tokenFile  string
 	selector   string
 	failMode   string
 	tls        bool
@@ -40,7 +41,8 @@ type connFlags struct {
 func (f *connFlags) register(fl *pflag.FlagSet) {
 	fl.StringArrayVarP(&f.headers, "header", "H", nil, "request metadata `key:value` (repeatable)")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "deadline of the whole command, sent to the server with the call")
-	fl.StringVar(&f.token, "token", "", "auth token, sent as the \"authorization\" metadata")
+	fl.StringVar(&f.token, "token", "", "auth token, sent as the \"authorization\" metadata (default: $"+tokenEnv+", else the --token-file)")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the auth token, used without --token and $"+tokenEnv+" (default: the admin token fleet demo --serve writes to $XDG_CONFIG_HOME/fleet/demo-token, else ~/.config/fleet/demo-token)")
 	fl.StringVar(&f.selector, "selector", "p2c", "selector for registry targets: "+strings.Join(selector.Names(), ", "))
 	fl.StringVar(&f.failMode, "failmode", "failover", "fail mode for registry targets: failover, failfast, failtry, failbackup")
 	fl.BoolVar(&f.tls, "tls", false, "connect with TLS")
@@ -120,8 +122,8 @@ func openTarget(raw string, f *connFlags) (*target, error) {
 		t.tlsCfg = tlsCfg
 		t.opts = append(t.opts, client.WithTLS(tlsCfg))
 	}
-	if f.token != "" {
-		t.opts = append(t.opts, client.WithAuthToken(f.token))
+	if tok := f.authToken(); tok != "" {
+		t.opts = append(t.opts, client.WithAuthToken(tok))
 	}
 	if !strings.Contains(raw, "://") {
 		if _, _, err := net.SplitHostPort(raw); err != nil {

@@ -27,8 +27,15 @@ type AdminConfig struct {
 	Servers map[string]*server.Server
 	// Ready, when set, must also return true for /readyz to answer 200.
 	Ready func() bool
-	// Pprof serves net/http/pprof under /debug/pprof/. Default off.
+	// Pprof serves net/http/pprof under /debug/pprof/, the process's
+	// command line (/debug/pprof/cmdline) included. Default off.
 	Pprof bool
+	// Hosts are the host names, besides IP literals and "localhost", that
+	// requests may carry in their Host header; any other name is refused
+	// with 403, so a web page cannot reach the endpoint through DNS
+	// rebinding (a name of the attacker's that resolves to this
+	// machine). Default none.
+	Hosts []string
 	// Token, when set, is required on every request as
 	// "Authorization: Bearer <Token>". ListenAdmin refuses a non-loopback
 	// address without one. Default "".
@@ -42,6 +49,12 @@ type AdminConfig struct {
 //	                the body has one "name STATUS" line per server
 //	/readyz         as /healthz, and 503 also while cfg.Ready returns false
 //	/debug/pprof/   the runtime profiles, when cfg.Pprof is set
+//
+// Every request must carry a Host that is an IP literal,
+// "localhost" or one of cfg.Hosts, and be one a browser did not mark as
+// cross-site or same-site (Sec-Fetch-Site) nor send with an Origin
+// header; others are answered 403 before anything else runs, so a web
+// page the operator opens cannot read the endpoint.
 //
 // A server is NOT_SERVING from the moment its Shutdown begins
 // (server.Server.ServingStatus), so a load balancer polling /readyz stops
@@ -64,17 +77,66 @@ func AdminHandler(cfg AdminConfig) http.Handler {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	if cfg.Token == "" {
-		return mux
+	var h http.Handler = mux
+	if cfg.Token != "" {
+		want := []byte("Bearer " + cfg.Token)
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+			mux.ServeHTTP(w, r)
+		})
 	}
-	want := []byte("Bearer " + cfg.Token)
+	return browserGuard(cfg.Hosts, h)
+}
+
+// browserGuard refuses what DNS rebinding or a cross-site page can send:
+// a Host that is not an IP literal, "localhost" or one of hosts; a
+// request a browser marks as cross-site or same-site; any Origin header
+// (the endpoint has no page of its own, so no request of its own carries
+// one).
+func browserGuard(hosts []string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
+		if !hostAllowed(r.Host, hosts) {
+			http.Error(w, "forbidden host", http.StatusForbidden)
 			return
 		}
-		mux.ServeHTTP(w, r)
+		switch r.Header.Get("Sec-Fetch-Site") {
+		case "", "none", "same-origin":
+		default:
+			http.Error(w, "cross-site request refused", http.StatusForbidden)
+			return
+		}
+		if r.Header.Get("Origin") != "" {
+			http.Error(w, "cross-origin request refused", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
+}
+
+// hostAllowed reports whether a Host header names this machine in a way
+// DNS rebinding cannot forge: an IP literal, "localhost", or a name in
+// hosts (case-insensitive; the port is ignored).
+func hostAllowed(hostport string, hosts []string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if host == "" {
+		return false
+	}
+	if net.ParseIP(host) != nil || strings.EqualFold(host, "localhost") {
+		return true
+	}
+	for _, h := range hosts {
+		if strings.EqualFold(host, h) {
+			return true
+		}
+	}
+	return false
 }
 
 func health(w http.ResponseWriter, servers map[string]*server.Server, ready bool) {
@@ -113,7 +175,10 @@ type Admin struct {
 
 // ListenAdmin serves AdminHandler(cfg) on its own HTTP listener at addr
 // (default "127.0.0.1:9464" when addr is ""). A non-loopback address is
-// refused unless cfg.Token is set. Stop it with Close.
+// refused unless cfg.Token is set. Its HTTP server reads a request's
+// headers within 10 s (at most 64 KiB) and the whole request within 20 s,
+// writes a response within 90 s and closes idle connections after 2
+// minutes. Stop it with Close.
 func ListenAdmin(addr string, cfg AdminConfig) (*Admin, error) {
 	if addr == "" {
 		addr = "127.0.0.1:9464"
@@ -130,7 +195,7 @@ func ListenAdmin(addr string, cfg AdminConfig) (*Admin, error) {
 		return nil, err
 	}
 	a := &Admin{
-		srv:  &http.Server{Handler: AdminHandler(cfg), ReadHeaderTimeout: 10 * time.Second},
+		srv:  newAdminServer(AdminHandler(cfg)),
 		lis:  lis,
 		done: make(chan struct{}),
 	}
@@ -139,6 +204,21 @@ func ListenAdmin(addr string, cfg AdminConfig) (*Admin, error) {
 		_ = a.srv.Serve(lis)
 	}()
 	return a, nil
+}
+
+// newAdminServer is the admin endpoint's HTTP server: headers within
+// 10 s (64 KiB at most), the whole request within 20 s, the response
+// within 90 s (a CPU profile takes 30 s by default), idle keep-alive
+// connections closed after 2 minutes.
+func newAdminServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       20 * time.Second,
+		WriteTimeout:      90 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
 }
 
 // Addr returns the address the endpoint listens on.

@@ -3,6 +3,7 @@ package fleetprom_test
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -93,4 +94,74 @@ func TestAdmin(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-checked
+}
+
+// TestAdminBrowserRequests: the admin endpoint refuses, with 403, what a
+// web page can send it (cross-site fetches, DNS rebinding through a
+// foreign Host) on every path, pprof and the command line included; pprof
+// is off unless enabled; a slow request is cut by the read timeout.
+func TestAdminBrowserRequests(t *testing.T) {
+	srv := server.New()
+	adm, err := fleetprom.ListenAdmin("127.0.0.1:0", fleetprom.AdminConfig{
+		Gatherer: prometheus.NewRegistry(), Servers: map[string]*server.Server{"a": srv}, Pprof: true, Hosts: []string{"admin.internal"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	addr := adm.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+	do := func(path string, hdr map[string]string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+		for k, v := range hdr {
+			if k == "Host" {
+				req.Host = v
+				continue
+			}
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, path := range []string{"/metrics", "/healthz", "/debug/pprof/", "/debug/pprof/cmdline"} {
+		for _, c := range []struct {
+			name string
+			hdr  map[string]string
+			want int
+		}{
+			{"plain", nil, 200},
+			{"localhost", map[string]string{"Host": "localhost:" + port}, 200},
+			{"configured name", map[string]string{"Host": "Admin.Internal:" + port}, 200},
+			{"rebinding", map[string]string{"Host": "evil.example:" + port}, 403},
+			{"rebinding same-origin", map[string]string{"Host": "evil.example:" + port, "Origin": "http://evil.example:" + port, "Sec-Fetch-Site": "same-origin"}, 403},
+			{"cross-site", map[string]string{"Sec-Fetch-Site": "cross-site"}, 403},
+			{"same-site", map[string]string{"Sec-Fetch-Site": "same-site"}, 403},
+			{"origin", map[string]string{"Origin": "http://evil.example"}, 403},
+		} {
+			if got := do(path, c.hdr); got != c.want {
+				t.Errorf("%s %s: %d, want %d", path, c.name, got, c.want)
+			}
+		}
+	}
+
+	off, err := fleetprom.ListenAdmin("127.0.0.1:0", fleetprom.AdminConfig{Gatherer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer off.Close()
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline"} {
+		resp, err := http.Get("http://" + off.Addr().String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s without Pprof: %d", path, resp.StatusCode)
+		}
+	}
 }
