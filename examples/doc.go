@@ -10,12 +10,12 @@
 //	go run ./examples/gateway        # HTTP/JSON, JSON-RPC 2.0 and gRPC callers
 //	go run ./examples/observability  # /metrics, OpenTelemetry spans, access log
 //
-// The tests also check the documentation: every relative link of README.md
-// and docs/ resolves, and docs/README.md links every guide.
-//
 // The examples are a module of their own so that the core module needs
 // none of their dependencies (gRPC, Prometheus, OpenTelemetry). The tests
 // of this package build and run every program with a time limit and check
 // its output, and check that each Go snippet of the repository's
 // README.md marked with a program's path appears verbatim in that program.
+// They also check the documentation: every whole program in docs/*.md
+// builds, every relative link of README.md and docs/ resolves, and
+// docs/README.md links every guide.
 package examples
