@@ -272,8 +272,9 @@ func selectPeers(names []string) ([]*peers.Peer, error) {
 }
 
 // KeepMarker is the line in a report after which a full run keeps what the
-// file already holds: sections written by the scenarios that run only when
-// named (overload, soak) or by hand (streams, transports).
+// file already holds: the hand-written, undated method of the scenarios
+// that run only when named (overload, soak, streams, transports), whose
+// results are printed, not written to the report.
 const KeepMarker = "<!-- fleet bench keeps everything below this line when it rewrites the file -->"
 
 // KeepTail returns report md followed by the part of old from KeepMarker

@@ -93,7 +93,7 @@ func (a AdaptiveAlgorithm) String() string {
 // when Shutdown starts. Before the first sample (no rttNoLoad) no call
 // waits. The backlog keeps the handlers fed between arrivals but adds
 // about one handler's run of waiting to the calls it admits: on the
-// overload bench (docs/benchmarks.md, "Overload") BacklogTimeout 1 raised
+// overload bench (docs/perf/log.md, "The admission backlog") BacklogTimeout 1 raised
 // the goodput at twice the capacity from 0.88 to 0.91-0.94 of peak (slots
 // busy 92 % to 98 %) and the admitted calls' p99 from 2.6 to 3.2-3.6 times
 // the uncongested p99; no setting tried improved both, so it is off by
@@ -117,14 +117,10 @@ type AdaptiveLimit struct {
 	// taken as 1.
 	Tolerance float64
 	// QueueSize (AdaptiveGradient) is the queue allowance in calls: how far
-	// the limit may grow above what runs unqueued. Default 1. (It was 2
-	// for part of 2026-11-27, measured with a load generator that offered
-	// calls in bursts every millisecond, where 2 kept the slots busier;
-	// with calls offered evenly, 2 kept about 4 calls queued on 4 slots and
-	// the admitted calls' p99 at 2.3 times the uncongested p99, 1 keeps
-	// about 3, p99 1.75-1.94 times, the slots 99 % busy either way;
-	// docs/benchmarks.md, "Overload". Tolerance 1.25 queued less still, but
-	// shrank the limit of a server whose latencies merely vary.)
+	// the limit may grow above what runs unqueued. Default 1: with calls
+	// arriving evenly, 2 kept more calls queued on the slots and raised the
+	// admitted calls' p99 with the slots as busy (docs/perf/log.md,
+	// "Adaptive limit: QueueSize").
 	QueueSize float64
 	// Smoothing (AdaptiveGradient) is the share of the way, in (0, 1], the
 	// limit moves towards each sample's new estimate. Default 0.2.

@@ -27,7 +27,7 @@ const FleetObserved = "fleet-obs"
 // FleetObservedAll is FleetObserved with everything on: both metrics
 // pipelines (Prometheus, and OpenTelemetry call-duration metrics with the
 // SDK's meter provider and a manual reader) and tracing with the default
-// fleetotel options, as fleet-obs was measured before 2026-11-27. A
+// fleetotel options, the set fleet-obs once measured. A
 // production team runs one of the two metrics pipelines for the same
 // calls; this variant is the upper bound. A variant.
 const FleetObservedAll = "fleet-obs-all"

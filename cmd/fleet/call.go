@@ -36,7 +36,8 @@ through an XClient (--selector, --failmode); reflection asks the first
 instance listed.`
 
 const exitHelp = `Exit status: 0 success; 1 other failure; 2 bad command line or input
-(malformed TARGET, JSON, -d file); 64+N the call failed with Fleet code N
+(malformed TARGET, JSON, -d file; unknown or missing fields without --loose);
+64+N the call failed with Fleet code N
 (66 unknown, 67 invalid_argument, 68 deadline_exceeded, 69 not_found,
 78 unavailable, 80 unauthenticated, ...). See docs/cli.md.`
 
@@ -78,6 +79,7 @@ type callFlags struct {
 	data    string
 	codec   string
 	verbose bool
+	loose   bool
 }
 
 func newCallCmd() *cobra.Command {
@@ -94,8 +96,10 @@ called with the protobuf codec, its JSON converted with protojson through the
 reflected descriptors; any other method gets the JSON as is, with the JSON
 codec. --codec json, msgpack or protobuf forces one (json and msgpack need no
 reflection; with msgpack the JSON keys must be MessagePack's field names, the
-Go field names unless msgpack tags say otherwise). -v prints the server,
-codec, types, status, elapsed time and response metadata on stderr.
+Go field names unless msgpack tags say otherwise). JSON with fields the
+method's argument type lacks, or without fields it has, is refused unless
+--loose. -v prints the server, codec, types, status, elapsed time and
+response metadata on stderr.
 
 ` + targetHelp + `
 
@@ -120,6 +124,7 @@ codec, types, status, elapsed time and response metadata on stderr.
 	fl.StringVarP(&f.data, "data", "d", "", "the argument as JSON, @file or @- for stdin")
 	fl.StringVar(&f.codec, "codec", "auto", "codec: auto, json, msgpack, protobuf")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print server, codec, response metadata and timing on stderr")
+	fl.BoolVar(&f.loose, "loose", false, "send JSON with unknown or missing fields as it is (default: rejected for methods whose types reflection describes)")
 	return cmd
 }
 
@@ -172,7 +177,7 @@ func runCall(cmd *cobra.Command, f *callFlags, rawTarget, fullMethod, data strin
 		return err
 	}
 	defer t.close()
-	res, err := doCall(ctx, t, f.codec, fullMethod, in)
+	res, err := doCallChecked(ctx, t, f.codec, fullMethod, in, f.loose)
 	if f.verbose && res != nil {
 		w := cmd.ErrOrStderr()
 		fmt.Fprintf(w, "server:   %s\n", res.where)
@@ -215,10 +220,18 @@ type callResult struct {
 	elapsed time.Duration          // the call alone, without reflection
 }
 
-// doCall calls fullMethod on t with the JSON argument in. codecMode is
-// auto, json, msgpack or protobuf (see fleet call --help). The result is
-// nil when the call was not made; errors are usage or call errors.
+// doCall calls fullMethod on t with the JSON argument in, as it is (no
+// field checks: see doCallChecked). codecMode is auto, json, msgpack or
+// protobuf (see fleet call --help). The result is nil when the call was
+// not made; errors are usage or call errors.
 func doCall(ctx context.Context, t *target, codecMode, fullMethod string, in []byte) (*callResult, error) {
+	return doCallChecked(ctx, t, codecMode, fullMethod, in, true)
+}
+
+// doCallChecked is doCall with the field checks of fleet call: unless
+// loose, JSON with fields the method's argument type lacks, or without
+// fields it has, is refused before the call.
+func doCallChecked(ctx context.Context, t *target, codecMode, fullMethod string, in []byte, loose bool) (*callResult, error) {
 	service, method, err := splitMethod(fullMethod)
 	if err != nil {
 		return nil, err
@@ -244,6 +257,7 @@ func doCall(ctx context.Context, t *target, codecMode, fullMethod string, in []b
 		default:
 			if ce, ok := err.(*callError); ok && fleet.CodeOf(err) == fleet.NotFound {
 				ce.what = fullMethod
+				return nil, t.withSuggestion(ctx, fullMethod, service, method, ce.err)
 			}
 			return nil, err
 		}
@@ -263,13 +277,21 @@ func doCall(ctx context.Context, t *target, codecMode, fullMethod string, in []b
 	var render func() ([]byte, error)
 	switch mode {
 	case "json":
-		if !json.Valid(in) {
-			return nil, usagef("argument is not valid JSON: %s", clip(in))
+		if err := checkJSON(in); err != nil {
+			return nil, err
+		}
+		if desc != nil && !loose {
+			if err := checkFields(fullMethod, desc.Args.GoType, in, desc.Args.JSONSchema, desc.Args.Example); err != nil {
+				return nil, err
+			}
 		}
 		var out json.RawMessage
 		args, reply, cd = json.RawMessage(in), &out, codec.JSON
 		render = func() ([]byte, error) { return indentJSON(out) }
 	case "msgpack":
+		if err := checkJSON(in); err != nil {
+			return nil, err
+		}
 		v, err := decodeLoose(in)
 		if err != nil {
 			return nil, usagef("argument is not valid JSON: %v", err)
@@ -293,8 +315,11 @@ func doCall(ctx context.Context, t *target, codecMode, fullMethod string, in []b
 			return nil, &callError{"reflection", fleet.WrapError(fleet.Internal, err)}
 		}
 		am := dynamicpb.NewMessage(argMD)
-		if err := protojson.Unmarshal(in, am); err != nil {
-			return nil, usagef("argument does not fit %s: %v", argMD.FullName(), err)
+		if err := checkJSON(in); err != nil {
+			return nil, err
+		}
+		if err := (protojson.UnmarshalOptions{DiscardUnknown: loose, AllowPartial: loose}).Unmarshal(in, am); err != nil {
+			return nil, usagef("argument does not fit %s: %v%s", argMD.FullName(), err, looseHint(loose))
 		}
 		out := dynamicpb.NewMessage(replyMD)
 		args, reply, cd = am, out, codec.Protobuf
@@ -318,12 +343,26 @@ func doCall(ctx context.Context, t *target, codecMode, fullMethod string, in []b
 	err = inv.call(cctx, method, args, reply)
 	res.elapsed = time.Since(start)
 	if err != nil {
-		return res, &callError{fullMethod, err}
+		if fleet.CodeOf(err) == fleet.NotFound && desc == nil {
+			return res, t.withSuggestion(ctx, fullMethod, service, method, err)
+		}
+		if ce, ok := err.(*callError); ok {
+			return res, ce // not a Fleet server
+		}
+		return res, t.diagnose(inv.where, &callError{fullMethod, err})
 	}
 	if res.reply, err = render(); err != nil {
 		return res, &callError{fullMethod, fleet.Errorf(fleet.Internal, "printing the reply: %v", err)}
 	}
 	return res, nil
+}
+
+// looseHint names --loose after an error it would avoid.
+func looseHint(loose bool) string {
+	if loose {
+		return ""
+	}
+	return " (--loose accepts unknown and missing fields)"
 }
 
 func typeName(t reflection.TypeInfo) string {

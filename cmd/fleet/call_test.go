@@ -169,7 +169,7 @@ func TestCallProtobuf(t *testing.T) {
 
 func TestCallMetadataVerbose(t *testing.T) {
 	addr := startServer(t)
-	out, errs, status := run(t, "", newCallCmd, "-v", "-H", "tenant: blue", addr, "Ops.Total", `{"items":[{"qty":1}]}`)
+	out, errs, status := run(t, "", newCallCmd, "-v", "-H", "tenant: blue", addr, "Ops.Total", `{"id":"o1","items":[{"qty":1}]}`)
 	if status != 0 {
 		t.Fatalf("status %d, stderr %q", status, errs)
 	}

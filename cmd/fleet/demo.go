@@ -218,14 +218,16 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		if !f.noKill && done == killAt {
 			killOnce.Do(func() {
 				victim.kill()
-				if !f.json {
-					fmt.Fprintf(stderr, "\rkilled %s after %d calls\n", victim.addr, done)
+				msg := fmt.Sprintf("killed %s after %d calls", victim.addr, done)
+				switch {
+				case prog != nil:
+					prog.println(msg)
+				case !f.json:
+					fmt.Fprintln(stderr, msg)
 				}
 			})
 		}
-		if prog != nil {
-			prog(done)
-		}
+		prog.update(done)
 	})
 	res.PerServer = map[string]int64{}
 	for _, d := range servers {
@@ -273,21 +275,54 @@ func checkArith(ctx context.Context, call callFunc) error {
 	return nil
 }
 
-// progress returns a progress reporter writing a line to w about every
-// tenth of the run, or nil when quiet.
-func progress(w io.Writer, total int, quiet bool) func(int64) {
+// progressLine reports a run's progress on one line of w, rewritten in
+// place ("\r") about every tenth of the run. Other messages (println)
+// first end that line, so they never run into it, on a terminal or in a
+// file. A nil *progressLine reports nothing. Safe for concurrent use.
+type progressLine struct {
+	mu    sync.Mutex
+	w     io.Writer
+	total int64
+	step  int64
+	open  bool // a progress line is written and not yet ended
+}
+
+// progress returns the progress reporter of a run of total calls on w, or
+// nil when quiet or the run is too short to report.
+func progress(w io.Writer, total int, quiet bool) *progressLine {
 	if quiet || total < 10 {
 		return nil
 	}
-	step := int64(total / 10)
-	return func(done int64) {
-		if done%step == 0 {
-			fmt.Fprintf(w, "\r%3d%% (%d/%d calls)", done*100/int64(total), done, total)
-			if done == int64(total) {
-				fmt.Fprintln(w)
-			}
-		}
+	return &progressLine{w: w, total: int64(total), step: int64(total / 10)}
+}
+
+// update reports done calls.
+func (p *progressLine) update(done int64) {
+	if p == nil || done%p.step != 0 {
+		return
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.w, "\r%3d%% (%d/%d calls)", done*100/p.total, done, p.total)
+	p.open = true
+	if done == p.total {
+		fmt.Fprintln(p.w)
+		p.open = false
+	}
+}
+
+// println writes msg on a line of its own, ending the progress line first.
+func (p *progressLine) println(msg string) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.open {
+		fmt.Fprintln(p.w)
+		p.open = false
+	}
+	fmt.Fprintln(p.w, msg)
 }
 
 var errCallsFailed = errors.New("some calls failed")

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/server/reflection"
@@ -64,7 +63,11 @@ Service.Method, one a line. --json prints the whole reflection reply
 						return nil
 					}
 				}
-				return &callError{"list", fleet.Errorf(fleet.NotFound, "unknown service %q", args[1])}
+				msg := fmt.Sprintf("unknown service %q", args[1])
+				if hint := suggest(list.Services, args[1], ""); hint != "" {
+					msg += "; " + hint
+				}
+				return &callError{"list", fleet.NewError(fleet.NotFound, msg)}
 			}
 			if f.json {
 				return printJSON(w, list)
@@ -124,6 +127,9 @@ JSON Schema. --json prints the reflection reply as JSON.
 					d, err = d2, nil
 				}
 			}
+			if ce, ok := err.(*callError); ok && fleet.CodeOf(err) == fleet.NotFound {
+				return t.withSuggestion(ctx, args[1], service, method, ce.err)
+			}
 			if err != nil {
 				return err
 			}
@@ -173,7 +179,7 @@ func printType(w io.Writer, label string, t reflection.TypeInfo) {
 		for _, line := range strings.Split(strings.TrimRight(protoText(md), "\n"), "\n") {
 			fmt.Fprintf(w, "    %s\n", line)
 		}
-		tmpl, err := protojson.MarshalOptions{EmitUnpopulated: true, AllowPartial: true}.Marshal(dynamicpb.NewMessage(md))
+		tmpl, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(protoTemplate(md))
 		var compact bytes.Buffer
 		if err == nil && json.Compact(&compact, tmpl) == nil {
 			fmt.Fprintf(w, "    JSON (protojson): %s\n", compact.Bytes())

@@ -13,7 +13,8 @@ import (
 //	1       any other failure (the registry could not be opened, ...)
 //	2       bad command line or input: unknown flag, wrong number of
 //	        arguments, malformed TARGET or Service.Method, malformed JSON,
-//	        an unreadable -d file
+//	        unknown or missing fields (without --loose), an unreadable -d
+//	        file
 //	64+N    the call failed with Fleet code N, e.g. 66 unknown (a
 //	        handler's plain error), 67 invalid_argument, 68
 //	        deadline_exceeded, 69 not_found, 78 unavailable, 80

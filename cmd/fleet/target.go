@@ -107,6 +107,9 @@ type target struct {
 	opts    []client.Option
 	tlsCfg  *tls.Config // from the flags; nil without TLS
 	flags   *connFlags
+	// fleetPeer is set once a server of the target answered Fleet's
+	// Hello: failures are then not explained as a foreign peer.
+	fleetPeer bool
 }
 
 // openTarget parses TARGET: "host:port", or "scheme://host:port/Service"
@@ -132,9 +135,21 @@ func openTarget(raw string, f *connFlags) (*target, error) {
 		t.addr = raw
 		return t, nil
 	}
+	// Flags that only a registry target uses are checked before any
+	// network work.
+	if _, err := selector.New(f.selector, selector.Config{}); err != nil {
+		return nil, usagef("--selector: %v", err)
+	}
+	if _, err := client.ParseFailMode(f.failMode); err != nil {
+		return nil, usagef("--failmode: %v", err)
+	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
 		return nil, usagef("target %q: want scheme://host:port/Service", raw)
+	}
+	if u.Scheme == "http" || u.Scheme == "https" {
+		return nil, usagef("target %q is an HTTP URL: give a Fleet server as host:port (%s), or a registry as etcd://host:port/Service; for the gateway's HTTP/JSON use curl -X POST %s://%s/Service/Method",
+			raw, u.Host, u.Scheme, u.Host)
 	}
 	t.service = strings.Trim(u.Path, "/")
 	if t.service == "" {
@@ -216,25 +231,46 @@ func (t *target) dialOne(ctx context.Context, extra ...client.Option) (*client.C
 	}
 	c, err := client.Dial(ctx, network, addr, opts...)
 	if err != nil {
-		return nil, "", &callError{"connect " + addr, err}
+		return nil, "", t.dialError(ctx, addr, err)
 	}
 	return c, addr, nil
 }
 
 // reflect calls fleet.Reflection.method on one server of the target.
 func (t *target) reflect(ctx context.Context, method string, args, reply any) error {
-	c, _, err := t.dialOne(ctx)
+	c, addr, err := t.dialOne(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	if err := c.Call(ctx, reflection.Service, method, args, reply); err != nil {
+	defer t.closeClient(c)
+	err = t.callWatched(ctx, c, addr, func(ctx context.Context) error {
+		return c.Call(ctx, reflection.Service, method, args, reply)
+	})
+	if ce, ok := err.(*callError); ok {
+		return ce // not a Fleet server
+	}
+	if err != nil {
 		if isNoReflection(err) {
 			return &callError{"reflection", fleet.Errorf(fleet.Unimplemented, "the server does not serve %s (see reflection.Register)", reflection.Service)}
 		}
-		return &callError{"reflection", err}
+		t.noteFleet(c)
+		return t.diagnose(addr, &callError{"reflection", err})
 	}
+	t.fleetPeer = true
 	return nil
+}
+
+// noteFleet records whether c's server answered Fleet's Hello.
+func (t *target) noteFleet(c *client.Client) {
+	if c.Capabilities() != 0 {
+		t.fleetPeer = true
+	}
+}
+
+// closeClient closes c after noting whether its server spoke Fleet.
+func (t *target) closeClient(c *client.Client) {
+	t.noteFleet(c)
+	c.Close()
 }
 
 // isNoReflection reports whether err says the server has no reflection
@@ -260,9 +296,15 @@ func (t *target) invoker(ctx context.Context, service string, extra ...client.Op
 		}
 		return &invoker{
 			call: func(ctx context.Context, method string, args, reply any) error {
-				return c.Call(ctx, service, method, args, reply)
+				err := t.callWatched(ctx, c, addr, func(ctx context.Context) error {
+					return c.Call(ctx, service, method, args, reply)
+				})
+				if err != nil {
+					t.noteFleet(c)
+				}
+				return err
 			},
-			close: func() { c.Close() },
+			close: func() { t.closeClient(c) },
 			where: addr,
 		}, nil
 	}

@@ -1,0 +1,6 @@
+//go:build race
+
+package examples_test
+
+// raceEnabled makes TestPrograms build the programs with -race too.
+const raceEnabled = true
