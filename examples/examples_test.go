@@ -49,12 +49,12 @@ var programs = []struct {
 		"native: 3",
 	}},
 	{"observability", []string{
-		`level=INFO msg="fleet call" side=server service=Arith method=Add code=ok`,
+		`level=INFO msg="fleet call" side=server service=Arith method=Add route=native code=ok`,
 		"sum: 3",
 		"span: Arith/Add server",
 		"span: Arith/Add client",
 		`metric: fleet_client_handled_total{code="ok",method="Add",service="Arith"} 1`,
-		`metric: fleet_server_handled_total{code="ok",method="Add",service="Arith"} 1`,
+		`metric: fleet_server_handled_total{code="ok",method="Add",route="native",service="Arith",type="unary"} 1`,
 	}},
 }
 
