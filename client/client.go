@@ -60,7 +60,7 @@ type Client struct {
 	err     error // why the client stopped; nil while it works
 
 	done chan struct{}
-	ext  clientExt // revision 2: capabilities, go-away, streams (evolution.go)
+	ext  clientExt // revision 2: capabilities, go-away, streams (control.go)
 }
 
 // Dial connects to addr over network ("tcp", "tcp4", "tcp6", "unix",

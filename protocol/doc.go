@@ -13,7 +13,7 @@
 // InvalidArgument for one that does not parse (wrapping ErrMalformed). A
 // connection that yields either must be closed: framing is lost.
 //
-// Revision 2 (evolution.go) grows the protocol without a new wire
+// Revision 2 (control.go) grows the protocol without a new wire
 // version: a capability exchange (Hello, in the first ping and its pong),
 // the rule that frames of unknown types are skipped, go-away payloads with
 // a reason and the last sequence id, cancel, stream and window update

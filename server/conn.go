@@ -2,18 +2,13 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"net"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/fleetrpc/fleet"
-	"github.com/fleetrpc/fleet/codec"
-	"github.com/fleetrpc/fleet/compress"
 	"github.com/fleetrpc/fleet/internal/bufpool"
-	"github.com/fleetrpc/fleet/internal/ctxkey"
 	"github.com/fleetrpc/fleet/internal/transport"
 	"github.com/fleetrpc/fleet/protocol"
 )
@@ -45,7 +40,7 @@ type conn struct {
 	inline     atomic.Uint64
 	inlineRuns uint64  // read loop only
 	inlineSeen uint64  // inlineMonitor only: inline at its last tick
-	ext        connExt // revision 2: capabilities, cancel, streams (evolution.go)
+	ext        connExt // revision 2: capabilities, cancel, streams (control.go)
 }
 
 // task is one request handed to a handler goroutine or worker.
@@ -341,224 +336,6 @@ func (c *conn) start(f protocol.Frame, buf *[]byte, cctx *callCtx, oneway, held,
 // (protocol.FlagSole) and the connection's only running call.
 func (c *conn) lone(f *protocol.Frame) bool {
 	return f.Flags&protocol.FlagSole != 0 && c.active.Load() == 1
-}
-
-func (s *Server) worker() {
-	for {
-		select {
-		case t := <-s.tasks:
-			t.run()
-		case <-s.stopped:
-			return
-		}
-	}
-}
-
-// callCtx is a handler's context: the connection's (or the deadline's)
-// context plus the call's info, in one allocation.
-type callCtx struct {
-	context.Context
-	info fleet.CallInfo
-	// dl is the call's deadline context when the request has a deadline
-	// (hasDL); see lazyDeadlineCtx. end releases it.
-	dl    lazyDeadlineCtx
-	hasDL bool
-	// lazy is the cancel-frame context of a tracked call (see track),
-	// kept here so that the call's contexts take one allocation.
-	lazy lazyCancelCtx
-	// slot holds the context while reflectMethod.invoke hands it to
-	// reflect.Value.Call (a Value needs an addressable variable, which
-	// would otherwise be allocated per call); slotBusy guards it against
-	// an interceptor running the handler twice at once.
-	slot     context.Context
-	slotBusy atomic.Bool
-}
-
-// freeSlot ends reflectMethod.invoke's use of slot.
-func (c *callCtx) freeSlot() {
-	c.slot = nil
-	c.slotBusy.Store(false)
-}
-
-// callCtxKey is the context key under which a callCtx answers itself, so
-// that reflectMethod.invoke finds the call's slot under the contexts
-// interceptors derive from it.
-type callCtxKey struct{}
-
-// newCallCtx builds a call's context from its frame: the connection's
-// context, with the frame's deadline when it has one.
-func (c *conn) newCallCtx(f *protocol.Frame, service, method string) *callCtx {
-	cctx, mdBuf := newCallCtxMD(f.MetadataSize())
-	c.initCallCtx(cctx, f, service, method, mdBuf)
-	return cctx
-}
-
-// initCallCtx makes the zero cctx a call's context, as newCallCtx does.
-// The request's metadata section is copied into mdBuf when it fits
-// there (mdBuf is then part of cctx's allocation and written only here),
-// else into a string of its own.
-func (c *conn) initCallCtx(cctx *callCtx, f *protocol.Frame, service, method string, mdBuf []byte) {
-	cctx.Context = c.ctx
-	cctx.info = fleet.CallInfo{
-		Service: service, Method: method,
-		RemoteAddr: c.remote, LocalAddr: c.local, Oneway: f.Flags&protocol.FlagOneway != 0,
-		Route: fleet.RouteNative,
-	}
-	cctx.info.SetWireMetadata(f.MetadataSectionIn(mdBuf))
-	if f.Timeout > 0 {
-		cctx.dl.Context = c.ctx
-		cctx.dl.deadline = time.Now().Add(time.Duration(f.Timeout) * time.Millisecond)
-		cctx.Context, cctx.hasDL = &cctx.dl, true
-	}
-}
-
-// end releases what the call's context holds (the deadline's timer
-// context, if one was made). It runs once, when the call is over or
-// refused.
-func (c *callCtx) end() {
-	if c.hasDL {
-		c.dl.release()
-	}
-}
-
-func (c *callCtx) Value(key any) any {
-	switch key.(type) {
-	case ctxkey.CallInfo:
-		return &c.info
-	case callCtxKey:
-		return c
-	}
-	return c.Context.Value(key)
-}
-
-func (t *task) run() {
-	c, m, f := t.c, t.m, &t.f
-	start := c.s.lat.start()
-	var err error
-	defer func() {
-		c.releaseAdaptive(t.lim, err)
-		c.s.lat.done(start)
-		c.active.Add(-1)
-		c.s.inflight.Add(-1)
-		c.release(t.cost)
-	}()
-	oneway := f.Flags&protocol.FlagOneway != 0
-	// The call's context, args and reply: one allocation, unless the auth
-	// check made the context already.
-	cctx := t.cctx
-	var args, reply any
-	if cctx == nil {
-		var mdBuf []byte
-		cctx, args, reply, mdBuf = m.newCallWithCtx(f.MetadataSize())
-		c.initCallCtx(cctx, f, m.service, m.name, mdBuf)
-	} else {
-		args, reply = m.newCall()
-	}
-	defer cctx.end()
-	if !oneway && c.cancellable() {
-		lc := &cctx.lazy
-		c.track(lc, cctx.Context, f.Seq)
-		cctx.Context = lc
-		defer c.untrack(f.Seq, lc)
-	}
-	ctx := context.Context(cctx)
-	seq, cdID := f.Seq, f.Codec
-	var compID compress.ID
-	if f.Flags&protocol.FlagCompressed != 0 {
-		compID = compress.ID(f.Compression)
-	}
-
-	err = c.decode(f, args, t.room)
-	bufpool.Put(t.buf)
-	t.buf = nil
-
-	if err == nil {
-		err = m.chain(ctx, &cctx.info, args, reply)
-	}
-	// The adaptive limit covers the handler's work, not the writing of
-	// its response (which waits for the connection's writer): the slot
-	// and the latency sample end here.
-	c.releaseAdaptive(t.lim, err)
-	t.lim = time.Time{}
-	if oneway {
-		return
-	}
-	// A lone call writes its response itself when the writer is idle
-	// (one hand-off less); other responses go to the writer goroutine,
-	// which coalesces them into fewer syscalls.
-	_ = c.respond(seq, cdID, compID, reply, err, cctx.info.ResponseMetadata, &m.replyHint, c.lone(f))
-}
-
-// decode decompresses and unmarshals a request's payload into args. room
-// is the decompression limit reserved by decompressRoom.
-func (c *conn) decode(f *protocol.Frame, args any, room int) error {
-	return c.decodeWith(f, args, room, codec.Codec.Unmarshal)
-}
-
-// decodeWith is decode with the codec's unmarshal function given:
-// streams pass streamrecv.UnmarshalNew, whose targets are always new.
-// room was reserved by decompressRoom for this frame; a payload that
-// decompresses to more fails (protocol.DecodeMessage has the codes).
-func (c *conn) decodeWith(f *protocol.Frame, args any, room int, unmarshal protocol.Unmarshaler) error {
-	return protocol.DecodeMessage(f, args, max(room, 1), unmarshal)
-}
-
-// safeCall runs the handler and turns a panic into an Internal error.
-func (s *Server) safeCall(ctx context.Context, m *methodType, args, reply any) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			buf := make([]byte, 4096)
-			buf = buf[:runtime.Stack(buf, false)]
-			// Logged once per panic: a panic is a bug, not traffic.
-			s.opts.logger.Error("fleet server: handler panic", "service", m.service, "method", m.name, "panic", fmt.Sprint(p), "stack", string(buf))
-			err = fleet.Errorf(fleet.Internal, "panic in %s.%s: %v", m.service, m.name, p)
-		}
-	}()
-	return m.invoke(ctx, args, reply)
-}
-
-// asCode returns err as a *fleet.Error, with code when err carries none.
-func asCode(err error, code fleet.Code) error {
-	if c := fleet.CodeOf(err); c != fleet.Unknown {
-		return err
-	}
-	return fleet.WrapError(code, err)
-}
-
-// respond encodes and queues a response: reply on success, err otherwise.
-// With now (from a handler's goroutine) the response is written on the
-// calling goroutine when the connection's writer is idle
-// (transport.Writer.WriteNow).
-func (c *conn) respond(seq uint64, cdID byte, compID compress.ID, reply any, err error, md fleet.Metadata, hint *atomic.Int64, now bool) error {
-	size := 1024
-	if hint != nil {
-		size = max(size, int(hint.Load()))
-	}
-	bp := bufpool.Get(size)
-	buf := *bp
-	defer func() {
-		if hint != nil && int64(len(buf)) != hint.Load() {
-			hint.Store(int64(len(buf)))
-		}
-		*bp = buf
-		bufpool.Put(bp)
-	}()
-	h := protocol.Header{Type: protocol.TypeResponse, Codec: cdID, Seq: seq}
-	if err == nil {
-		// The request arrived compressed with compID, so it is registered.
-		buf, _, err = protocol.AppendMessage(buf[:0], &protocol.Message{
-			Header: h, Metadata: md, Codec: codec.Get(codec.ID(cdID)),
-			Compression: compID, CompressMin: c.s.opts.compressMin,
-			MaxFrame: c.s.opts.limits.MaxFrameSize,
-		}, reply)
-	}
-	if err != nil {
-		buf = protocol.AppendStatus(buf[:0], &h, md, err, c.s.opts.limits.MaxFrameSize)
-	}
-	if now {
-		return c.w.WriteNow(buf)
-	}
-	return c.w.Write(buf)
 }
 
 // goAway tells the client to send no new calls on this connection.

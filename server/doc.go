@@ -17,11 +17,13 @@
 // the runtime's internal layout of function values.
 //
 // Every request runs on its own goroutine (a goroutine that finished an
-// earlier request and waits for work, at most 256 of them, or a new one;
-// or on a bounded worker pool, WithWorkerPool), so a slow handler never
-// delays the others on its
-// connection, and responses go back in the order handlers finish, written
-// by one coalescing writer per connection. A handler's context carries the
+// earlier request and waits for work, of which at most 1024 wait, or a new
+// one; or on a bounded worker pool, WithWorkerPool), so a slow handler
+// never delays the others on its connection (a serial caller's lone call
+// runs on the connection's reading goroutine, which hands reading to a
+// new goroutine if the call runs long: see inline.go), and responses go
+// back in the order handlers finish, written by one coalescing writer per
+// connection. A handler's context carries the
 // caller's deadline (it ends then, or when the connection closes), the
 // request metadata and the caller's address (fleet.CallInfoFrom), and lets
 // the handler set response metadata (fleet.SetResponseMetadata).
