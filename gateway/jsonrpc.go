@@ -216,17 +216,30 @@ func paramsPayload(p json.RawMessage) ([]byte, error) {
 	case '{':
 		return t, nil
 	case '[':
-		var arr []json.RawMessage
-		if err := json.Unmarshal(t, &arr); err != nil {
+		// At most the first element is decoded: an array of a million
+		// elements costs no more than one of two (the caller has not
+		// been authenticated yet).
+		dec := json.NewDecoder(bytes.NewReader(t))
+		if _, err := dec.Token(); err != nil { // '['
 			return nil, err
 		}
-		switch len(arr) {
-		case 0:
+		if !dec.More() {
+			if _, err := dec.Token(); err != nil { // ']'
+				return nil, err
+			}
 			return nil, nil
-		case 1:
-			return arr[0], nil
 		}
-		return nil, errors.New("a Fleet method takes one argument: params must be an object or an array of one element")
+		var first json.RawMessage
+		if err := dec.Decode(&first); err != nil {
+			return nil, err
+		}
+		if dec.More() {
+			return nil, errors.New("a Fleet method takes one argument: params must be an object or an array of one element")
+		}
+		if _, err := dec.Token(); err != nil { // ']'
+			return nil, err
+		}
+		return first, nil
 	}
 	return nil, errors.New("params must be an object or an array")
 }

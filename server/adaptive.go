@@ -138,6 +138,14 @@ func (l *adaptiveLimiter) admit() (ok bool, w *admitWaiter, wait time.Duration) 
 	return false, w, wait
 }
 
+// full reports whether the limit is reached: as many calls in flight as
+// it allows, or calls waiting in the backlog.
+func (l *adaptiveLimiter) full() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.inflight >= l.capLocked() || len(l.backlog) > 0
+}
+
 // backlogCapLocked returns the most calls that may wait. Called with mu
 // held.
 func (l *adaptiveLimiter) backlogCapLocked() int {

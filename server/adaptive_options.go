@@ -155,7 +155,8 @@ const (
 // oneway send over the limit is not dropped: the server stops reading its
 // connection until a call finishes. The latency measured runs from
 // admission to the handler's return (queueing for a worker included).
-// Checked after auth and the rate limits; streams are not limited.
+// Checked after auth and the rate limits. A stream holds no slot, but
+// while the limit is reached new streams are refused the same way.
 // Default: off.
 func WithAdaptiveLimit(a AdaptiveLimit) Option {
 	return optionFunc(func(o *options) { o.adaptive = &a })

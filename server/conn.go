@@ -288,6 +288,13 @@ func (c *conn) start(f protocol.Frame, buf *[]byte, cctx *callCtx, oneway, held,
 		refuse(err)
 		return true
 	}
+	if max := s.opts.limits.MaxDecompressedSize; f.Flags&protocol.FlagCompressed == 0 && len(f.Payload) > max {
+		// The bound on a request's decoded bytes holds for a payload
+		// sent uncompressed too (MaxFrameSize may be set higher).
+		c.dropAdaptive(lim)
+		refuse(fleet.Errorf(fleet.ResourceExhausted, "payload of %d bytes exceeds the limit of %d", len(f.Payload), max))
+		return true
+	}
 	cost := int64(cap(*buf))
 	room, err := c.decompressRoom(&f)
 	if err != nil {

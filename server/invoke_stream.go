@@ -178,6 +178,9 @@ func (s *Server) InvokeStream(ctx context.Context, call *StreamCall) (trailer fl
 	if _, err := s.admitRate(service, method, false, ctx); err != nil {
 		return refuse(err)
 	}
+	if _, err := s.admitStreamAdaptive(); err != nil {
+		return refuse(err)
+	}
 	hv, ok := s.streamHandlers.Load(streamKey(call.Service, call.Method))
 	if !ok {
 		return refuse(fleet.Errorf(fleet.NotFound, "unknown stream method %s.%s", call.Service, call.Method))

@@ -17,7 +17,8 @@ import (
 //  2. admission: shutdown, the connection caps (at accept), the rate
 //     limits (admitRate, by the names the caller gave), the
 //     per-connection concurrency cap (native), the adaptive limit
-//     (admitAdaptive for native calls, awaitAdaptiveCtx for the others),
+//     (admitAdaptive for native calls, awaitAdaptiveCtx for the others,
+//     admitStreamAdaptive for stream opens),
 //     the memory budget (the frame's bytes when read, the payload's for
 //     Invoke);
 //  3. lookup of the service and method (lookup);
@@ -114,6 +115,22 @@ func (s *Server) awaitAdaptiveCtx(ctx context.Context) (since time.Time, md flee
 	}
 	md, err = l.shedAnswer()
 	return time.Time{}, md, err
+}
+
+// admitStreamAdaptive applies the adaptive limit to a stream's open: a
+// stream holds no slot (its lifetime is the client's to choose, not a
+// latency sample), but while the limit is reached (as many calls in flight
+// as it allows, or calls waiting in its backlog) new streams are shed
+// like calls, with ResourceExhausted and the retry-after metadata.
+func (s *Server) admitStreamAdaptive() (fleet.Metadata, error) {
+	l := s.adaptive
+	if l == nil || !l.full() {
+		return nil, nil
+	}
+	l.mu.Lock()
+	l.shed++
+	l.mu.Unlock()
+	return l.shedAnswer()
 }
 
 // endAdaptive gives back the adaptive-limit slot taken at since (zero:

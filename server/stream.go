@@ -160,8 +160,8 @@ func (c *conn) onStreamFrame(f protocol.Frame, buf *[]byte) error {
 // (pipeline.go): the auth check first, then shutdown, the rate limits,
 // the lookup of the method and its codec, and the per-connection stream
 // cap; it then starts the handler, or ends the stream at once with the
-// refusal. (The adaptive limit samples unary latencies and does not apply
-// to streams, whose lifetime is the client's to choose.)
+// refusal. While the adaptive limit is reached new streams are shed
+// (admitStreamAdaptive); a stream holds no slot of it.
 func (c *conn) openStream(f protocol.Frame, buf *[]byte) {
 	s := c.s
 	seq, cdID, timeout, compID := f.Seq, f.Codec, f.Timeout, compress.ID(f.Compression)
@@ -187,6 +187,9 @@ func (c *conn) openStream(f protocol.Frame, buf *[]byte) {
 	}
 	if refuse == nil {
 		_, refuse = s.admitRate(f.Service, f.Method, false, c.ctx)
+	}
+	if refuse == nil {
+		_, refuse = s.admitStreamAdaptive()
 	}
 	if refuse == nil {
 		if hv, _ = s.streamHandlers.Load(streamKey(svc, method)); hv == nil {
