@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // update rewrites the golden files from protoc's output:
@@ -125,8 +127,11 @@ func firstDiff(want, got string) string {
 }
 
 // compiles writes the generated files into a module that requires this
-// repository's core (replace ../..) and vets it: the generated code
-// compiles against the server and client APIs it names.
+// repository's core (replace ../..), vets it, and runs
+// testdata/golden/kinds_e2e_test.go.src there with -race: the generated
+// code compiles against the server and client APIs it names, and every
+// RPC kind works through the generated registration and clients over
+// TCP, in process and through an XClient.
 func compiles(t *testing.T, out map[string][]byte) {
 	t.Helper()
 	_, self, _, _ := runtime.Caller(0)
@@ -167,11 +172,23 @@ replace github.com/fleetrpc/fleet => %s
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command("go", "vet", "./...")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("generated code does not vet: %v\n%s", err, b)
+	e2e, err := os.ReadFile(filepath.Join("testdata", "golden", "kinds_e2e_test.go.src"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kindspb", "kinds_e2e_test.go"), e2e, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"vet", "./..."}, {"test", "-race", "-count=1", "./..."}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+		b, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("go %s on the generated code: %v\n%s", strings.Join(args, " "), err, b)
+		}
 	}
 }
 
