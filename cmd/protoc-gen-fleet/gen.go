@@ -86,7 +86,6 @@ func leading(g *protogen.GeneratedFile, c protogen.Comments, def string, dep boo
 func genService(g *protogen.GeneratedFile, s *protogen.Service) {
 	name := s.GoName
 	full := string(s.Desc.FullName())
-	ctx := g.QualifiedGoIdent(contextPkg.Ident("Context"))
 	depSvc := deprecated(s.Desc.Options())
 
 	g.P("// ", name, "ServiceName is the name of the ", full, " service on the")
@@ -236,7 +235,6 @@ func genService(g *protogen.GeneratedFile, s *protogen.Service) {
 			g.P()
 		}
 	}
-	_ = ctx
 }
 
 // serverSignature is the parameters and results of m in the server
