@@ -35,7 +35,7 @@ func generateFile(gen *protogen.Plugin, f *protogen.File) *protogen.GeneratedFil
 	return g
 }
 
-// kind is the RPC kind of m.
+// kind is an RPC's kind: which sides send a stream of messages.
 type kind int
 
 const (
@@ -45,6 +45,7 @@ const (
 	bidiStream
 )
 
+// kindOf returns m's kind, from the stream keywords of its declaration.
 func kindOf(m *protogen.Method) kind {
 	switch cs, ss := m.Desc.IsStreamingClient(), m.Desc.IsStreamingServer(); {
 	case cs && ss:
@@ -57,6 +58,8 @@ func kindOf(m *protogen.Method) kind {
 	return unary
 }
 
+// deprecated reports whether a service's or method's options (from
+// Desc.Options()) carry deprecated = true.
 func deprecated(opts any) bool {
 	switch o := opts.(type) {
 	case *descriptorpb.ServiceOptions:
@@ -67,22 +70,27 @@ func deprecated(opts any) bool {
 	return false
 }
 
-// leading writes a doc comment: the .proto's leading comments, or def
-// when there are none, then a Deprecated paragraph when dep is set.
-func leading(g *protogen.GeneratedFile, c protogen.Comments, def string, dep bool) {
-	if c != "" {
-		g.P(c.String()[:len(c.String())-1])
-	} else if def != "" {
-		g.P("// ", def)
+// leading writes c, a .proto element's leading comments, as a doc
+// comment (nothing when empty), then a Deprecated paragraph when dep is
+// set.
+func leading(g *protogen.GeneratedFile, c protogen.Comments, dep bool) {
+	text := c.String()
+	if text != "" {
+		g.P(strings.TrimSuffix(text, "\n"))
 	}
 	if dep {
-		if c != "" || def != "" {
+		if text != "" {
 			g.P("//")
 		}
 		g.P("// Deprecated: Do not use.")
 	}
 }
 
+// genService writes the declarations of one service: the ServiceName
+// constant, the server interface, its Unimplemented implementation, the
+// Register function, the client interface and its two implementations
+// (over *client.Client and *client.XClient). The shapes are the ones the
+// package documentation lists; they are the generator's stable API.
 func genService(g *protogen.GeneratedFile, s *protogen.Service) {
 	name := s.GoName
 	full := string(s.Desc.FullName())
@@ -100,7 +108,7 @@ func genService(g *protogen.GeneratedFile, s *protogen.Service) {
 	g.P("// one goroutine per call or stream.")
 	if s.Comments.Leading != "" {
 		g.P("//")
-		leading(g, s.Comments.Leading, "", false)
+		leading(g, s.Comments.Leading, false)
 	}
 	if depSvc {
 		g.P("//")
@@ -108,7 +116,7 @@ func genService(g *protogen.GeneratedFile, s *protogen.Service) {
 	}
 	g.P("type ", name, "Server interface {")
 	for _, m := range s.Methods {
-		leading(g, m.Comments.Leading, "", deprecated(m.Desc.Options()))
+		leading(g, m.Comments.Leading, deprecated(m.Desc.Options()))
 		g.P(m.GoName, serverSignature(g, m))
 	}
 	g.P("}")
@@ -176,7 +184,7 @@ func genService(g *protogen.GeneratedFile, s *protogen.Service) {
 	g.P("// Safe for concurrent use; a stream it returns is used as its type says.")
 	if s.Comments.Leading != "" {
 		g.P("//")
-		leading(g, s.Comments.Leading, "", false)
+		leading(g, s.Comments.Leading, false)
 	}
 	if depSvc {
 		g.P("//")
@@ -184,7 +192,7 @@ func genService(g *protogen.GeneratedFile, s *protogen.Service) {
 	}
 	g.P("type ", name, "Client interface {")
 	for _, m := range s.Methods {
-		leading(g, m.Comments.Leading, "", deprecated(m.Desc.Options()))
+		leading(g, m.Comments.Leading, deprecated(m.Desc.Options()))
 		g.P(m.GoName, clientSignature(g, m))
 	}
 	g.P("}")
