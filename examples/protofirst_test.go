@@ -146,8 +146,9 @@ func (greeter) GreetMany(ctx context.Context, req *greeterv1.GreetManyRequest, s
 // tells it: the service is listed as greeter.v1.Greeter, its file is
 // greeter/v1/greeter.proto as protoc-gen-go registered it (written back by
 // -proto-out-dir and compared with the descriptor compiled into the Go
-// package), and both methods answer under /greeter.v1.Greeter/<Method>.
-// The native generated client calls the same port.
+// package), both methods answer under /greeter.v1.Greeter/<Method>, and
+// grpc.health.v1 knows the service by that name. HTTP/JSON and the native
+// generated client call the same port.
 func TestProtofirstGrpcurl(t *testing.T) {
 	grpcurl := external(t, "grpcurl", "60-gateway.sh")
 	srv := server.New()
@@ -214,6 +215,11 @@ func TestProtofirstGrpcurl(t *testing.T) {
 		if want := fmt.Sprintf(`"message": "%d Bo"`, i); !strings.Contains(out, want) {
 			t.Errorf("grpcurl GreetMany lacks %s:\n%s", want, out)
 		}
+	}
+
+	out, err = runTool(t, ".", grpcurl, "-plaintext", "-d", `{"service":"greeter.v1.Greeter"}`, addr, "grpc.health.v1.Health/Check")
+	if err != nil || !strings.Contains(out, `"SERVING"`) {
+		t.Fatalf("grpcurl health of greeter.v1.Greeter: %v\n%s", err, out)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
