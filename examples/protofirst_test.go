@@ -123,9 +123,9 @@ func treeFiles(t *testing.T, dir string) map[string][]byte {
 	return files
 }
 
-// greeter is a small implementation of the generated GreeterServer.
+// greeter is a small implementation of the generated GreeterServiceServer.
 type greeter struct {
-	greeterv1.UnimplementedGreeterServer
+	greeterv1.UnimplementedGreeterServiceServer
 }
 
 func (greeter) SayHello(ctx context.Context, req *greeterv1.SayHelloRequest) (*greeterv1.SayHelloResponse, error) {
@@ -141,18 +141,18 @@ func (greeter) GreetMany(ctx context.Context, req *greeterv1.GreetManyRequest, s
 	return nil
 }
 
-// TestProtofirstGrpcurl serves the generated Greeter behind the gateway
+// TestProtofirstGrpcurl serves the generated GreeterService behind the gateway
 // and calls it with grpcurl, which knows nothing but what reflection
-// tells it: the service is listed as greeter.v1.Greeter, its file is
+// tells it: the service is listed as greeter.v1.GreeterService, its file is
 // greeter/v1/greeter.proto as protoc-gen-go registered it (written back by
 // -proto-out-dir and compared with the descriptor compiled into the Go
-// package), both methods answer under /greeter.v1.Greeter/<Method>, and
+// package), both methods answer under /greeter.v1.GreeterService/<Method>, and
 // grpc.health.v1 knows the service by that name. HTTP/JSON and the native
 // generated client call the same port.
 func TestProtofirstGrpcurl(t *testing.T) {
 	grpcurl := external(t, "grpcurl", "60-gateway.sh")
 	srv := server.New()
-	if err := greeterv1.RegisterGreeter(srv, greeter{}); err != nil {
+	if err := greeterv1.RegisterGreeterService(srv, greeter{}); err != nil {
 		t.Fatal(err)
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -168,17 +168,17 @@ func TestProtofirstGrpcurl(t *testing.T) {
 	if err != nil {
 		t.Fatalf("grpcurl list: %v\n%s", err, out)
 	}
-	if !strings.Contains("\n"+out, "\ngreeter.v1.Greeter\n") {
-		t.Fatalf("grpcurl list lacks greeter.v1.Greeter:\n%s", out)
+	if !strings.Contains("\n"+out, "\ngreeter.v1.GreeterService\n") {
+		t.Fatalf("grpcurl list lacks greeter.v1.GreeterService:\n%s", out)
 	}
 
 	dir := t.TempDir()
-	out, err = runTool(t, ".", grpcurl, "-plaintext", "-proto-out-dir", dir, addr, "describe", "greeter.v1.Greeter")
+	out, err = runTool(t, ".", grpcurl, "-plaintext", "-proto-out-dir", dir, addr, "describe", "greeter.v1.GreeterService")
 	if err != nil {
 		t.Fatalf("grpcurl describe: %v\n%s", err, out)
 	}
 	for _, want := range []string{
-		"greeter.v1.Greeter is a service:",
+		"greeter.v1.GreeterService is a service:",
 		"rpc SayHello ( .greeter.v1.SayHelloRequest ) returns ( .greeter.v1.SayHelloResponse );",
 		"rpc GreetMany ( .greeter.v1.GreetManyRequest ) returns ( stream .greeter.v1.GreetManyResponse );",
 	} {
@@ -199,7 +199,7 @@ func TestProtofirstGrpcurl(t *testing.T) {
 	fdp := protodesc.ToFileDescriptorProto(fd)
 	checkProtoText(t, string(written), fdp)
 
-	out, err = runTool(t, ".", grpcurl, "-plaintext", "-d", `{"name":"Ada"}`, addr, "greeter.v1.Greeter/SayHello")
+	out, err = runTool(t, ".", grpcurl, "-plaintext", "-d", `{"name":"Ada"}`, addr, "greeter.v1.GreeterService/SayHello")
 	if err != nil {
 		t.Fatalf("grpcurl SayHello: %v\n%s", err, out)
 	}
@@ -207,7 +207,7 @@ func TestProtofirstGrpcurl(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &reply); err != nil || reply.Message != "hello, Ada" {
 		t.Fatalf("grpcurl SayHello printed %q (%v)", out, err)
 	}
-	out, err = runTool(t, ".", grpcurl, "-plaintext", "-d", `{"name":"Bo","times":3}`, addr, "greeter.v1.Greeter/GreetMany")
+	out, err = runTool(t, ".", grpcurl, "-plaintext", "-d", `{"name":"Bo","times":3}`, addr, "greeter.v1.GreeterService/GreetMany")
 	if err != nil {
 		t.Fatalf("grpcurl GreetMany: %v\n%s", err, out)
 	}
@@ -217,15 +217,15 @@ func TestProtofirstGrpcurl(t *testing.T) {
 		}
 	}
 
-	out, err = runTool(t, ".", grpcurl, "-plaintext", "-d", `{"service":"greeter.v1.Greeter"}`, addr, "grpc.health.v1.Health/Check")
+	out, err = runTool(t, ".", grpcurl, "-plaintext", "-d", `{"service":"greeter.v1.GreeterService"}`, addr, "grpc.health.v1.Health/Check")
 	if err != nil || !strings.Contains(out, `"SERVING"`) {
-		t.Fatalf("grpcurl health of greeter.v1.Greeter: %v\n%s", err, out)
+		t.Fatalf("grpcurl health of greeter.v1.GreeterService: %v\n%s", err, out)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// HTTP/JSON on the same port, under the same names.
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/greeter.v1.Greeter/SayHello", strings.NewReader(`{"name":"Cy"}`))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/greeter.v1.GreeterService/SayHello", strings.NewReader(`{"name":"Cy"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestProtofirstGrpcurl(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	res, err := greeterv1.NewGreeterClient(c).SayHello(ctx, &greeterv1.SayHelloRequest{Name: "native"})
+	res, err := greeterv1.NewGreeterServiceClient(c).SayHello(ctx, &greeterv1.SayHelloRequest{Name: "native"})
 	if err != nil || res.GetMessage() != "hello, native" {
 		t.Fatalf("native SayHello on the gateway's port: %v %v", res, err)
 	}

@@ -3,13 +3,21 @@
 // file NAME_fleet.pb.go beside protoc-gen-go's NAME.pb.go, in the same Go
 // package, holding for every service S:
 //
-//	const SServiceName = "pkg.S"        // the service's name on the wire
+//	const SName = "pkg.S"               // the service's name on the wire
 //	type SServer interface { ... }      // one method per RPC
 //	type UnimplementedSServer struct{}  // embed it: every method Unimplemented
 //	func RegisterS(srv *server.Server, impl SServer) error
 //	type SClient interface { ... }      // one method per RPC
 //	func NewSClient(c *client.Client) SClient
 //	func NewSXClient(x *client.XClient) SClient
+//
+// S is the service's Go name (its .proto name in Go case): a service
+// named GreeterService, as buf's lint rules want it, gives
+// GreeterServiceName, GreeterServiceServer, RegisterGreeterService,
+// GreeterServiceClient, NewGreeterServiceClient and
+// NewGreeterServiceXClient. These names and the shapes below are the
+// generator's stable API: they change only with a new major version of
+// this module, and every generated file names the generator's version.
 //
 // The method shapes, by RPC kind:
 //

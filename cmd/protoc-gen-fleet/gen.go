@@ -86,7 +86,7 @@ func leading(g *protogen.GeneratedFile, c protogen.Comments, dep bool) {
 	}
 }
 
-// genService writes the declarations of one service: the ServiceName
+// genService writes the declarations of one service: the <S>Name
 // constant, the server interface, its Unimplemented implementation, the
 // Register function, the client interface and its two implementations
 // (over *client.Client and *client.XClient). The shapes are the ones the
@@ -96,10 +96,10 @@ func genService(g *protogen.GeneratedFile, s *protogen.Service) {
 	full := string(s.Desc.FullName())
 	depSvc := deprecated(s.Desc.Options())
 
-	g.P("// ", name, "ServiceName is the name of the ", full, " service on the")
+	g.P("// ", name, "Name is the name of the ", full, " service on the")
 	g.P("// wire: Fleet clients call it under this name, and the gateway serves it")
 	g.P("// to gRPC clients as /", full, "/<Method>.")
-	g.P("const ", name, "ServiceName = ", strconv.Quote(full))
+	g.P("const ", name, "Name = ", strconv.Quote(full))
 	g.P()
 
 	// The server interface.
@@ -168,7 +168,7 @@ func genService(g *protogen.GeneratedFile, s *protogen.Service) {
 		case bidiStream:
 			fn = g.QualifiedGoIdent(serverPkg.Ident("HandleBidiStream")) + "[" + in + ", " + out + "]"
 		}
-		g.P("if err := ", fn, "(srv, ", name, "ServiceName, ", strconv.Quote(string(m.Desc.Name())), ", impl.", m.GoName, "); err != nil {")
+		g.P("if err := ", fn, "(srv, ", name, "Name, ", strconv.Quote(string(m.Desc.Name())), ", impl.", m.GoName, "); err != nil {")
 		g.P("return err")
 		g.P("}")
 	}
@@ -208,7 +208,7 @@ func genService(g *protogen.GeneratedFile, s *protogen.Service) {
 	g.P("// New", name, "XClient returns the ", name, "Client that calls ", full)
 	g.P("// on the servers x picks, with x's selection, failover and retries (streams fail")
 	g.P("// over only while opening). x must have been made for the service:")
-	g.P("// client.NewXClient(", name, "ServiceName, discovery, ...).")
+	g.P("// client.NewXClient(", name, "Name, discovery, ...).")
 	g.P("func New", name, "XClient(x *", xcl, ") ", name, "Client { return ", lower, "XClient{x} }")
 	g.P()
 	g.P("type ", lower, "Client struct{ c *", cl, " }")
@@ -216,7 +216,7 @@ func genService(g *protogen.GeneratedFile, s *protogen.Service) {
 	g.P("type ", lower, "XClient struct{ x *", xcl, " }")
 	g.P()
 	for _, x := range []bool{false, true} {
-		recv, target, call := lower+"Client", "c.c, "+name+"ServiceName", "c.c.Call(ctx, "+name+"ServiceName, "
+		recv, target, call := lower+"Client", "c.c, "+name+"Name", "c.c.Call(ctx, "+name+"Name, "
 		prefix := ""
 		if x {
 			recv, target, call, prefix = lower+"XClient", "c.x", "c.x.Call(ctx, ", "X"

@@ -20,11 +20,12 @@ import (
 	"github.com/fleetrpc/fleet/server"
 )
 
-// Greeter implements greeterv1.GreeterServer, the interface generated from
-// the .proto's service. Embedding UnimplementedGreeterServer keeps it
-// compiling when the .proto gains methods.
+// Greeter implements greeterv1.GreeterServiceServer, the interface
+// generated from the .proto's service. Embedding
+// UnimplementedGreeterServiceServer keeps it compiling when the .proto
+// gains methods.
 type Greeter struct {
-	greeterv1.UnimplementedGreeterServer
+	greeterv1.UnimplementedGreeterServiceServer
 }
 
 // SayHello answers with one greeting.
@@ -50,10 +51,10 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 
-	// The server: RegisterGreeter serves every method of the .proto's
-	// service under "greeter.v1.Greeter".
+	// The server: RegisterGreeterService serves every method of the .proto's
+	// service under "greeter.v1.GreeterService".
 	srv := server.New()
-	if err := greeterv1.RegisterGreeter(srv, Greeter{}); err != nil {
+	if err := greeterv1.RegisterGreeterService(srv, Greeter{}); err != nil {
 		log.Fatal(err)
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -70,7 +71,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	greeter := greeterv1.NewGreeterClient(c)
+	greeter := greeterv1.NewGreeterServiceClient(c)
 	res, err := greeter.SayHello(ctx, &greeterv1.SayHelloRequest{Name: "Ada"})
 	if err != nil {
 		log.Fatal(err)
@@ -94,7 +95,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer ic.Close()
-	res, err = greeterv1.NewGreeterClient(ic).SayHello(ctx, &greeterv1.SayHelloRequest{Name: "Grace"})
+	res, err = greeterv1.NewGreeterServiceClient(ic).SayHello(ctx, &greeterv1.SayHelloRequest{Name: "Grace"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer x.Close()
-	xg := greeterv1.NewGreeterXClient(x)
+	xg := greeterv1.NewGreeterServiceXClient(x)
 	res, err = xg.SayHello(ctx, &greeterv1.SayHelloRequest{Name: "Linus"})
 	if err != nil {
 		log.Fatal(err)
@@ -132,7 +133,7 @@ func main() {
 }
 
 // greetMany reads a GreetMany stream to its end and returns its error.
-func greetMany(ctx context.Context, g greeterv1.GreeterClient, times int32) error {
+func greetMany(ctx context.Context, g greeterv1.GreeterServiceClient, times int32) error {
 	st, err := g.GreetMany(ctx, &greeterv1.GreetManyRequest{Name: "x", Times: times})
 	if err != nil {
 		return err

@@ -225,8 +225,8 @@ const file_greeter_v1_greeter_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05times\x18\x02 \x01(\x05R\x05times\"-\n" +
 	"\x11GreetManyResponse\x12\x18\n" +
-	"\amessage\x18\x01 \x01(\tR\amessage2\x9c\x01\n" +
-	"\aGreeter\x12E\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage2\xa3\x01\n" +
+	"\x0eGreeterService\x12E\n" +
 	"\bSayHello\x12\x1b.greeter.v1.SayHelloRequest\x1a\x1c.greeter.v1.SayHelloResponse\x12J\n" +
 	"\tGreetMany\x12\x1c.greeter.v1.GreetManyRequest\x1a\x1d.greeter.v1.GreetManyResponse0\x01BHZFgithub.com/fleetrpc/fleet/examples/protofirst/gen/greeter/v1;greeterv1b\x06proto3"
 
@@ -250,10 +250,10 @@ var file_greeter_v1_greeter_proto_goTypes = []any{
 	(*GreetManyResponse)(nil), // 3: greeter.v1.GreetManyResponse
 }
 var file_greeter_v1_greeter_proto_depIdxs = []int32{
-	0, // 0: greeter.v1.Greeter.SayHello:input_type -> greeter.v1.SayHelloRequest
-	2, // 1: greeter.v1.Greeter.GreetMany:input_type -> greeter.v1.GreetManyRequest
-	1, // 2: greeter.v1.Greeter.SayHello:output_type -> greeter.v1.SayHelloResponse
-	3, // 3: greeter.v1.Greeter.GreetMany:output_type -> greeter.v1.GreetManyResponse
+	0, // 0: greeter.v1.GreeterService.SayHello:input_type -> greeter.v1.SayHelloRequest
+	2, // 1: greeter.v1.GreeterService.GreetMany:input_type -> greeter.v1.GreetManyRequest
+	1, // 2: greeter.v1.GreeterService.SayHello:output_type -> greeter.v1.SayHelloResponse
+	3, // 3: greeter.v1.GreeterService.GreetMany:output_type -> greeter.v1.GreetManyResponse
 	2, // [2:4] is the sub-list for method output_type
 	0, // [0:2] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name

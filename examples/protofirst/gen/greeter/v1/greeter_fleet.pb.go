@@ -12,17 +12,17 @@ import (
 	server "github.com/fleetrpc/fleet/server"
 )
 
-// GreeterServiceName is the name of the greeter.v1.Greeter service on the
+// GreeterServiceName is the name of the greeter.v1.GreeterService service on the
 // wire: Fleet clients call it under this name, and the gateway serves it
-// to gRPC clients as /greeter.v1.Greeter/<Method>.
-const GreeterServiceName = "greeter.v1.Greeter"
+// to gRPC clients as /greeter.v1.GreeterService/<Method>.
+const GreeterServiceName = "greeter.v1.GreeterService"
 
-// GreeterServer is the server API of the greeter.v1.Greeter service,
-// registered with RegisterGreeter. Its methods are called concurrently,
+// GreeterServiceServer is the server API of the greeter.v1.GreeterService service,
+// registered with RegisterGreeterService. Its methods are called concurrently,
 // one goroutine per call or stream.
 //
 // Greeter greets people, once or several times.
-type GreeterServer interface {
+type GreeterServiceServer interface {
 	// SayHello answers with one greeting for the request's name.
 	SayHello(ctx context.Context, req *SayHelloRequest) (*SayHelloResponse, error)
 	// GreetMany streams `times` numbered greetings for the request's name
@@ -30,32 +30,32 @@ type GreeterServer interface {
 	GreetMany(ctx context.Context, req *GreetManyRequest, stream *server.ServerStream[GreetManyResponse]) error
 }
 
-// UnimplementedGreeterServer answers every method of
-// GreeterServer with a fleet.Unimplemented error. Embed it in an
+// UnimplementedGreeterServiceServer answers every method of
+// GreeterServiceServer with a fleet.Unimplemented error. Embed it in an
 // implementation so that methods added to the .proto later compile and
 // fail only when called.
-type UnimplementedGreeterServer struct{}
+type UnimplementedGreeterServiceServer struct{}
 
 // SayHello returns a fleet.Unimplemented error.
-func (UnimplementedGreeterServer) SayHello(ctx context.Context, req *SayHelloRequest) (*SayHelloResponse, error) {
-	return nil, fleet.Errorf(fleet.Unimplemented, "method greeter.v1.Greeter.SayHello not implemented")
+func (UnimplementedGreeterServiceServer) SayHello(ctx context.Context, req *SayHelloRequest) (*SayHelloResponse, error) {
+	return nil, fleet.Errorf(fleet.Unimplemented, "method greeter.v1.GreeterService.SayHello not implemented")
 }
 
 // GreetMany returns a fleet.Unimplemented error.
-func (UnimplementedGreeterServer) GreetMany(ctx context.Context, req *GreetManyRequest, stream *server.ServerStream[GreetManyResponse]) error {
-	return fleet.Errorf(fleet.Unimplemented, "method greeter.v1.Greeter.GreetMany not implemented")
+func (UnimplementedGreeterServiceServer) GreetMany(ctx context.Context, req *GreetManyRequest, stream *server.ServerStream[GreetManyResponse]) error {
+	return fleet.Errorf(fleet.Unimplemented, "method greeter.v1.GreeterService.GreetMany not implemented")
 }
 
-// RegisterGreeter serves impl's methods on srv as the greeter.v1.Greeter service:
+// RegisterGreeterService serves impl's methods on srv as the greeter.v1.GreeterService service:
 // each method under its .proto name, with server.HandleUnary,
 // server.HandleServerStream, server.HandleClientStream or
 // server.HandleBidiStream, so nothing is looked up by reflection per call.
 // It fails when impl is nil or a method's name is already registered on
 // srv (the methods registered before the failure stay registered).
 // Register before serving.
-func RegisterGreeter(srv *server.Server, impl GreeterServer) error {
+func RegisterGreeterService(srv *server.Server, impl GreeterServiceServer) error {
 	if impl == nil {
-		return fleet.Errorf(fleet.InvalidArgument, "RegisterGreeter: nil implementation")
+		return fleet.Errorf(fleet.InvalidArgument, "RegisterGreeterService: nil implementation")
 	}
 	if err := server.HandleUnary[SayHelloRequest, SayHelloResponse](srv, GreeterServiceName, "SayHello", impl.SayHello); err != nil {
 		return err
@@ -66,14 +66,14 @@ func RegisterGreeter(srv *server.Server, impl GreeterServer) error {
 	return nil
 }
 
-// GreeterClient is the client API of the greeter.v1.Greeter service, made
-// by NewGreeterClient over one connection or NewGreeterXClient over the
+// GreeterServiceClient is the client API of the greeter.v1.GreeterService service, made
+// by NewGreeterServiceClient over one connection or NewGreeterServiceXClient over the
 // servers of an XClient. Deadlines and metadata travel in each method's
 // context; errors are *fleet.Error values (fleet.CodeOf gives the code).
 // Safe for concurrent use; a stream it returns is used as its type says.
 //
 // Greeter greets people, once or several times.
-type GreeterClient interface {
+type GreeterServiceClient interface {
 	// SayHello answers with one greeting for the request's name.
 	SayHello(ctx context.Context, req *SayHelloRequest) (*SayHelloResponse, error)
 	// GreetMany streams `times` numbered greetings for the request's name
@@ -81,21 +81,23 @@ type GreeterClient interface {
 	GreetMany(ctx context.Context, req *GreetManyRequest) (*client.ServerStreamForClient[GreetManyResponse], error)
 }
 
-// NewGreeterClient returns the GreeterClient that calls greeter.v1.Greeter
+// NewGreeterServiceClient returns the GreeterServiceClient that calls greeter.v1.GreeterService
 // over c.
-func NewGreeterClient(c *client.Client) GreeterClient { return greeterClient{c} }
+func NewGreeterServiceClient(c *client.Client) GreeterServiceClient { return greeterServiceClient{c} }
 
-// NewGreeterXClient returns the GreeterClient that calls greeter.v1.Greeter
+// NewGreeterServiceXClient returns the GreeterServiceClient that calls greeter.v1.GreeterService
 // on the servers x picks, with x's selection, failover and retries (streams fail
 // over only while opening). x must have been made for the service:
 // client.NewXClient(GreeterServiceName, discovery, ...).
-func NewGreeterXClient(x *client.XClient) GreeterClient { return greeterXClient{x} }
+func NewGreeterServiceXClient(x *client.XClient) GreeterServiceClient {
+	return greeterServiceXClient{x}
+}
 
-type greeterClient struct{ c *client.Client }
+type greeterServiceClient struct{ c *client.Client }
 
-type greeterXClient struct{ x *client.XClient }
+type greeterServiceXClient struct{ x *client.XClient }
 
-func (c greeterClient) SayHello(ctx context.Context, req *SayHelloRequest) (*SayHelloResponse, error) {
+func (c greeterServiceClient) SayHello(ctx context.Context, req *SayHelloRequest) (*SayHelloResponse, error) {
 	res := new(SayHelloResponse)
 	if err := c.c.Call(ctx, GreeterServiceName, "SayHello", req, res); err != nil {
 		return nil, err
@@ -103,11 +105,11 @@ func (c greeterClient) SayHello(ctx context.Context, req *SayHelloRequest) (*Say
 	return res, nil
 }
 
-func (c greeterClient) GreetMany(ctx context.Context, req *GreetManyRequest) (*client.ServerStreamForClient[GreetManyResponse], error) {
+func (c greeterServiceClient) GreetMany(ctx context.Context, req *GreetManyRequest) (*client.ServerStreamForClient[GreetManyResponse], error) {
 	return client.CallServerStream[GreetManyRequest, GreetManyResponse](ctx, c.c, GreeterServiceName, "GreetMany", req)
 }
 
-func (c greeterXClient) SayHello(ctx context.Context, req *SayHelloRequest) (*SayHelloResponse, error) {
+func (c greeterServiceXClient) SayHello(ctx context.Context, req *SayHelloRequest) (*SayHelloResponse, error) {
 	res := new(SayHelloResponse)
 	if err := c.x.Call(ctx, "SayHello", req, res); err != nil {
 		return nil, err
@@ -115,6 +117,6 @@ func (c greeterXClient) SayHello(ctx context.Context, req *SayHelloRequest) (*Sa
 	return res, nil
 }
 
-func (c greeterXClient) GreetMany(ctx context.Context, req *GreetManyRequest) (*client.ServerStreamForClient[GreetManyResponse], error) {
+func (c greeterServiceXClient) GreetMany(ctx context.Context, req *GreetManyRequest) (*client.ServerStreamForClient[GreetManyResponse], error) {
 	return client.XCallServerStream[GreetManyRequest, GreetManyResponse](ctx, c.x, "GreetMany", req)
 }
