@@ -72,12 +72,15 @@ func runTool(t *testing.T, dir, name string, args ...string) (string, error) {
 	return string(out), err
 }
 
-// TestProtofirstGenerated regenerates examples/protofirst's code with
-// `buf generate` and its buf.gen.yaml (the plugins run through `go tool`)
-// and checks that the committed files under gen/ are exactly what it
-// writes, no file more or less.
+// TestProtofirstGenerated lints examples/protofirst's .proto with buf,
+// regenerates its code with `buf generate` and its buf.gen.yaml (the
+// plugins run through `go tool`) and checks that the committed files
+// under gen/ are exactly what it writes, no file more or less.
 func TestProtofirstGenerated(t *testing.T) {
 	buf := external(t, "buf", "70-protogen.sh")
+	if b, err := runTool(t, "protofirst", buf, "lint"); err != nil {
+		t.Errorf("buf lint (buf.yaml's STANDARD rules): %v\n%s", err, b)
+	}
 	out := t.TempDir()
 	if b, err := runTool(t, "protofirst", buf, "generate", "--output", out); err != nil {
 		t.Fatalf("buf generate: %v\n%s", err, b)
