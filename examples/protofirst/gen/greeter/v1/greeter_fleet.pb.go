@@ -21,7 +21,7 @@ const GreeterServiceName = "greeter.v1.GreeterService"
 // registered with RegisterGreeterService. Its methods are called concurrently,
 // one goroutine per call or stream.
 //
-// Greeter greets people, once or several times.
+// GreeterService greets people, once or several times.
 type GreeterServiceServer interface {
 	// SayHello answers with one greeting for the request's name.
 	SayHello(ctx context.Context, req *SayHelloRequest) (*SayHelloResponse, error)
@@ -72,7 +72,7 @@ func RegisterGreeterService(srv *server.Server, impl GreeterServiceServer) error
 // context; errors are *fleet.Error values (fleet.CodeOf gives the code).
 // Safe for concurrent use; a stream it returns is used as its type says.
 //
-// Greeter greets people, once or several times.
+// GreeterService greets people, once or several times.
 type GreeterServiceClient interface {
 	// SayHello answers with one greeting for the request's name.
 	SayHello(ctx context.Context, req *SayHelloRequest) (*SayHelloResponse, error)
