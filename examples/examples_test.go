@@ -48,6 +48,16 @@ var programs = []struct {
 		"gRPC: hello, Ada",
 		"native: 3",
 	}},
+	{"protofirst", []string{
+		"TCP: hello, Ada",
+		"TCP stream: hello #1, Ada",
+		"TCP stream: hello #2, Ada",
+		"TCP, bad times: invalid_argument",
+		"in process: hello, Grace",
+		"XClient: hello, Linus",
+		"XClient stream: hello #1, Linus",
+		"XClient stream: hello #2, Linus",
+	}},
 	{"observability", []string{
 		`level=INFO msg="fleet call" side=server service=Arith method=Add route=native code=ok`,
 		"sum: 3",

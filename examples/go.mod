@@ -18,6 +18,7 @@ require (
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/fleetrpc/fleet/cmd/protoc-gen-fleet v0.0.0-00010101000000-000000000000 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -34,9 +35,9 @@ require (
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
-	golang.org/x/net v0.60.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
+	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
@@ -48,3 +49,10 @@ replace (
 	github.com/fleetrpc/fleet/observability/otel => ../observability/otel
 	github.com/fleetrpc/fleet/observability/prometheus => ../observability/prometheus
 )
+
+tool (
+	github.com/fleetrpc/fleet/cmd/protoc-gen-fleet
+	google.golang.org/protobuf/cmd/protoc-gen-go
+)
+
+replace github.com/fleetrpc/fleet/cmd/protoc-gen-fleet => ../cmd/protoc-gen-fleet

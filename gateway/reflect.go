@@ -66,6 +66,13 @@ func (g *Gateway) protoFiles() (*protoregistry.Files, []string) {
 	}
 	sort.Strings(fleetNames)
 	for _, svc := range fleetNames {
+		if sd := g.generatedService(svc, svcs[svc], streams[svc]); sd != nil {
+			// Generated code (protoc-gen-fleet) registered the service
+			// under its .proto name: reflection answers with the .proto
+			// file protoc-gen-go registered, found in GlobalFiles.
+			names = append(names, string(sd.FullName()))
+			continue
+		}
 		full := g.grpcServiceName(svc)
 		sd := &descriptorpb.ServiceDescriptorProto{Name: proto.String(svc)}
 		deps := map[string]bool{}
@@ -143,6 +150,45 @@ func (g *Gateway) protoFiles() (*protoregistry.Files, []string) {
 		names = append(names, full)
 	}
 	return files, names
+}
+
+// generatedService returns the descriptor of the .proto service that
+// svc is registered from, or nil: a service of protoregistry.GlobalFiles
+// whose full name is svc (as protoc-gen-fleet registers it) and that
+// declares each of svc's methods (unary ones, then streams) with the same
+// kind and the same request and response messages. A Fleet service that
+// only shares the name is synthesized as any Go-typed service.
+func (g *Gateway) generatedService(svc string, unary []string, streams []server.StreamDesc) protoreflect.ServiceDescriptor {
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
+	if err != nil {
+		return nil
+	}
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if !ok {
+		return nil
+	}
+	same := func(name string, args, reply reflect.Type, kind server.StreamKind) bool {
+		md := sd.Methods().ByName(protoreflect.Name(name))
+		if md == nil || args == nil || reply == nil || !isProto(args) || !isProto(reply) {
+			return false
+		}
+		cs := kind == server.ClientStreaming || kind == server.BidiStreaming
+		ss := kind == server.ServerStreaming || kind == server.BidiStreaming
+		return md.IsStreamingClient() == cs && md.IsStreamingServer() == ss &&
+			md.Input().FullName() == messageDesc(args).FullName() &&
+			md.Output().FullName() == messageDesc(reply).FullName()
+	}
+	for _, m := range unary {
+		if md, ok := g.srv.Method(svc, m); !ok || !same(m, md.ArgType, md.ReplyType, 0) {
+			return nil
+		}
+	}
+	for _, st := range streams {
+		if !same(st.Method, st.ArgType, st.ReplyType, st.Kind) {
+			return nil
+		}
+	}
+	return sd
 }
 
 // messageDesc returns the descriptor of the message whose struct is t.

@@ -22,7 +22,9 @@ func (dispatchEchoValue) Say(ctx context.Context, args *benchpb.BenchmarkMessage
 }
 
 // BenchmarkDispatch is the server's per-call dispatch alone (new args, new
-// reply, invoke), without codec or network, for the three registrations.
+// reply, invoke), without codec or network, for the three registrations
+// and HandleUnary (Returning: the handler allocates its reply, which is
+// moved into the server's).
 //
 //	go test -run '^$' -bench Dispatch -benchmem ./server/
 func BenchmarkDispatch(b *testing.B) {
@@ -36,8 +38,15 @@ func BenchmarkDispatch(b *testing.B) {
 	if err := s.RegisterName("Value", dispatchEchoValue{}); err != nil {
 		b.Fatal(err)
 	}
+	if err := HandleUnary(s, "Returning", "Say", func(ctx context.Context, args *benchpb.BenchmarkMessage) (*benchpb.BenchmarkMessage, error) {
+		out := new(benchpb.BenchmarkMessage)
+		benchpb.Echo(out, args)
+		return out, nil
+	}); err != nil {
+		b.Fatal(err)
+	}
 	src := benchpb.New()
-	for _, name := range []string{"Typed", "Pointer", "Value"} {
+	for _, name := range []string{"Typed", "Pointer", "Value", "Returning"} {
 		m := (*s.services.Load())[name].methods["Say"]
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
