@@ -156,9 +156,10 @@ func (s *Server) InvokeStream(ctx context.Context, call *StreamCall) (trailer fl
 	s.inflight.Add(1)
 	defer s.inflight.Add(-1)
 	service, method := []byte(call.Service), []byte(call.Method)
+	var refuseMD fleet.Metadata
 	refuse := func(err error) (fleet.Metadata, error) {
 		s.noteRefused(service, method, err)
-		return nil, err
+		return refuseMD, err
 	}
 	if call.Recv == nil || call.Send == nil {
 		return refuse(fleet.NewError(fleet.InvalidArgument, "stream call without Recv or Send"))
@@ -175,9 +176,12 @@ func (s *Server) InvokeStream(ctx context.Context, call *StreamCall) (trailer fl
 	if s.shutdown.Load() {
 		return refuse(errShuttingDown)
 	}
-	if _, err := s.admitRate(service, method, false, ctx); err != nil {
+	slot, md, err := s.admitLimits(service, method, false, ctx)
+	if err != nil {
+		refuseMD = md
 		return refuse(err)
 	}
+	defer slot.leave()
 	hv, ok := s.streamHandlers.Load(streamKey(call.Service, call.Method))
 	if !ok {
 		return refuse(fleet.Errorf(fleet.NotFound, "unknown stream method %s.%s", call.Service, call.Method))
