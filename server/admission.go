@@ -14,7 +14,8 @@ type AdmissionStat struct {
 	// constants); 0: none.
 	Limit float64
 	// InUse is what the stage counts against Limit now, in the same
-	// unit: for a rate limit, the tokens missing from its full bucket.
+	// unit: for a rate limit, the tokens missing from its full bucket
+	// (rounded up).
 	InUse int64
 	// Refused counts what the stage refused since the server was made:
 	// connections for the connection caps, calls for the others (for

@@ -25,7 +25,7 @@ import (
 //  3. lookup of the service and method (lookup);
 //  4. decompression and decoding, within the room reserved for them
 //     (Invoke charges a codec.BudgetUnmarshaler's decoded bytes to the
-//     memory budget as it makes them: chargeDecode);
+//     memory budget as it makes them: decodeCharge);
 //  5. interceptors, then the handler;
 //  6. encoding, within the reply limits.
 //

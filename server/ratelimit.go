@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -47,9 +48,9 @@ func (r *serverRate) Stats(dst []AdmissionStat) []AdmissionStat {
 }
 
 // rateStat is the AdmissionStat of a token bucket: its rate as the limit,
-// the tokens missing from a full bucket as in use.
+// the tokens missing from a full bucket (rounded up) as in use.
 func rateStat(stage, service, method string, lim *rate.Limiter, refused uint64) AdmissionStat {
-	used := int64(float64(lim.Burst()) - lim.Tokens())
+	used := int64(math.Ceil(float64(lim.Burst()) - lim.Tokens()))
 	return AdmissionStat{Stage: stage, Service: service, Method: method, Limit: float64(lim.Limit()), InUse: max(used, 0), Refused: refused}
 }
 
