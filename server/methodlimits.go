@@ -119,7 +119,7 @@ func (s *Server) setMethodLimitsLocked(k rateKey, l MethodLimits) {
 		next = nil
 	}
 	s.methodLimits.Store(next)
-	// A cap raised or removed lets waiting oneway sends in.
+	// Waiting oneway sends look at the new cap (waitMethodSlot).
 	if prev != nil {
 		prev.ctr.wakeAll()
 	}
@@ -172,34 +172,48 @@ func (m *methodCounter) tryEnter(max int64) bool {
 	}
 }
 
-// enterWait waits for a slot under max; false when done ends first.
-func (m *methodCounter) enterWait(max int64, done context.Context) bool {
-	m.waiters.Add(1)
-	defer m.waiters.Add(-1)
+// waitMethodSlot waits until service.method, whose counter is ctr, has
+// a slot free under its cap, read again from the current table at each
+// wake-up (SetMethodLimits wakes the waiters), and takes it; slot is nil
+// when the cap was removed meanwhile. It reports false when done ends
+// first.
+func (s *Server) waitMethodSlot(service, method []byte, ctr *methodCounter, done context.Context) (slot *methodCounter, ok bool) {
+	ctr.waiters.Add(1)
+	defer ctr.waiters.Add(-1)
 	for {
-		if m.tryEnter(max) {
-			return true
+		var e *methodEntry
+		if t := s.methodLimits.Load(); t != nil {
+			e = t.get(service, method)
 		}
-		m.mu.Lock()
-		if m.wake == nil {
-			m.wake = make(chan struct{})
+		if e == nil || e.max <= 0 {
+			return nil, true
 		}
-		ch := m.wake
-		m.mu.Unlock()
-		// Re-check after taking the channel: a leave before it was made
-		// is seen here, one after it closes ch.
-		if m.tryEnter(max) {
-			return true
+		if e.ctr.tryEnter(e.max) {
+			return e.ctr, true
+		}
+		ctr.mu.Lock()
+		if ctr.wake == nil {
+			ctr.wake = make(chan struct{})
+		}
+		ch := ctr.wake
+		ctr.mu.Unlock()
+		// Re-check after taking the channel: a leave or a change before
+		// it was made is seen here, one after it closes ch.
+		if t := s.methodLimits.Load(); t == nil || t.get(service, method) != e {
+			continue
+		}
+		if e.ctr.tryEnter(e.max) {
+			return e.ctr, true
 		}
 		select {
 		case <-ch:
 		case <-done.Done():
-			return false
+			return nil, false
 		}
 	}
 }
 
-// leave gives back a slot taken by tryEnter or enterWait. A nil
+// leave gives back a slot taken by tryEnter or waitMethodSlot. A nil
 // *methodCounter holds none.
 func (m *methodCounter) leave() {
 	if m == nil {

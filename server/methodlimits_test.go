@@ -241,7 +241,8 @@ func TestMethodRateLive(t *testing.T) {
 
 // TestMethodCapOneway: oneway sends over a method's concurrency cap are
 // not dropped: the read loop waits for a slot (AdmissionStats shows one
-// waiting), and every send runs once the earlier ones return.
+// waiting); a cap raised by SetMethodLimits lets the waiting send in at
+// once, and every send runs.
 func TestMethodCapOneway(t *testing.T) {
 	srv := server.New()
 	var ran atomic.Int64
@@ -265,8 +266,18 @@ func TestMethodCapOneway(t *testing.T) {
 		s, _ := statOf(srv, server.StageMethodConcurrency, "O", "Ship")
 		return ran.Load() == 1 && s.InUse == 1 && s.Waiting == 1
 	})
+	// Raising the cap lets the waiting send in, while the first still
+	// runs, and the rest after it.
+	srv.SetMethodLimits("O", "Ship", server.MethodLimits{MaxConcurrent: sends})
+	waitFor(t, "every send to run at once under the raised cap", func() bool {
+		s, _ := statOf(srv, server.StageMethodConcurrency, "O", "Ship")
+		return ran.Load() == sends && s.InUse == sends && s.Waiting == 0
+	})
 	close(release)
-	waitFor(t, "every send to run", func() bool { return ran.Load() == sends })
+	waitFor(t, "the sends to return", func() bool {
+		s, _ := statOf(srv, server.StageMethodConcurrency, "O", "Ship")
+		return s.InUse == 0
+	})
 	if s, _ := statOf(srv, server.StageMethodConcurrency, "O", "Ship"); s.Refused != 0 {
 		t.Fatalf("oneway sends refused: %+v", s)
 	}

@@ -91,10 +91,11 @@ func (s *Server) admitLimits(service, method []byte, wait bool, done context.Con
 		return e.ctr, nil, nil
 	}
 	if wait {
-		if !e.ctr.enterWait(e.max, done) {
+		slot, ok := s.waitMethodSlot(service, method, e.ctr, done)
+		if !ok {
 			return nil, nil, errClosed
 		}
-		return e.ctr, nil, nil
+		return slot, nil, nil
 	}
 	e.ctr.capRefused.Add(1)
 	return nil, fleet.Metadata{RetryAfterKey: strconv.Itoa(methodCapRetryAfterMs)},
