@@ -299,7 +299,7 @@ func (d *decodeCharge) charge(n int64) error {
 	}
 	if !d.mem.tryReserve(n, 0) {
 		d.mem.refused.Add(1)
-		d.err = fleet.Errorf(fleet.ResourceExhausted, "decoding the arguments would take %d bytes more than the server's memory budget (WithMaxPendingBytes) has free", n)
+		d.err = fleet.Errorf(fleet.ResourceExhausted, "decoding the arguments needs %d bytes more, over what the server's memory budget (WithMaxPendingBytes) has free", n)
 		return d.err
 	}
 	d.charged += n

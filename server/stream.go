@@ -158,12 +158,11 @@ func (c *conn) onStreamFrame(f protocol.Frame, buf *[]byte) error {
 }
 
 // openStream runs a stream open through the pipeline's admission
-// (pipeline.go): the auth check first, then shutdown, the rate limits
-// and the method's concurrency cap (admitLimits, the slot held until the
-// stream ends), the lookup of the method and its codec, and the
-// per-connection stream cap; it then starts the handler, or ends the stream at once with the
-// refusal. (The adaptive limit samples unary latencies and does not apply
-// to streams, whose lifetime is the client's to choose.)
+// (pipeline.go): auth, shutdown, the rate limits and the method's cap
+// (admitLimits; the slot is held until the stream ends), the lookup of
+// the method and its codec, the per-connection stream cap; then it starts
+// the handler, or ends the stream at once with the refusal. (The adaptive
+// limit samples unary latencies: streams live as long as clients choose.)
 func (c *conn) openStream(f protocol.Frame, buf *[]byte) {
 	s := c.s
 	seq, cdID, timeout, compID := f.Seq, f.Codec, f.Timeout, compress.ID(f.Compression)
