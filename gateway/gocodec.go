@@ -32,7 +32,8 @@ func (g *Gateway) maxDecodeCost() int64 {
 // against limit, nesting bounded by maxDepth) and Marshal encodes the
 // reply straight into wire bytes (appendWire), both following the
 // synthesized messages that reflection describes. It also implements
-// codec.Appender. A goCodec serves one call: err keeps Unmarshal's error,
+// codec.Appender and codec.BudgetUnmarshaler (Invoke then charges what
+// decoding counts to the server's memory budget as it goes). A goCodec serves one call: err keeps Unmarshal's error,
 // whose code (ResourceExhausted or InvalidArgument) is the call's.
 type goCodec struct {
 	args, reply *goMessage
@@ -46,13 +47,19 @@ func (*goCodec) Name() string { return "protobuf" }
 
 // Unmarshal decodes data into v, a *A of the method's argument type A. It
 // keeps nothing of data.
-func (c *goCodec) Unmarshal(data []byte, v any) error {
+func (c *goCodec) Unmarshal(data []byte, v any) error { return c.UnmarshalBudget(data, v, nil) }
+
+// UnmarshalBudget is Unmarshal that charges charge (when not nil) with
+// the bytes decoding counts (see decodeWire) before it allocates them, in
+// steps of at least 8 KiB and within the codec's limit; an error from
+// charge stops the decoding and is returned unchanged.
+func (c *goCodec) UnmarshalBudget(data []byte, v any, charge func(n int64) error) error {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Type().Elem() != c.args.wire.goType {
 		c.err = fleet.Errorf(fleet.Internal, "gateway: cannot decode %s into %T", c.args.wire.goType, v)
 		return c.err
 	}
-	if _, err := decodeWire(c.args.wire, data, rv.Elem(), c.limit, c.maxDepth); err != nil {
+	if _, err := decodeWireBudget(c.args.wire, data, rv.Elem(), c.limit, c.maxDepth, charge); err != nil {
 		c.err = err
 		return err
 	}

@@ -18,6 +18,11 @@ import (
 type wireDecoder struct {
 	limit, used int64
 	maxDepth    int
+	// budget, when set, is charged ahead of what is counted, in steps of
+	// at least budgetStep bytes (reserved counts what it was charged),
+	// so that an allocation is charged before it is made.
+	budget   func(n int64) error
+	reserved int64
 	// arrays counts the elements received so far by each array being
 	// filled, by its address (unsafe.Pointer keys keep the memory alive,
 	// so an address is never reused while decoding).
@@ -57,7 +62,20 @@ const (
 // it. It returns the bytes counted. v may be partly filled on error. It
 // allocates nothing per unknown or skipped field.
 func decodeWire(w *wireMsg, b []byte, v reflect.Value, limit int64, maxDepth int) (int64, error) {
-	d := wireDecoder{limit: limit, maxDepth: maxDepth}
+	return decodeWireBudget(w, b, v, limit, maxDepth, nil)
+}
+
+// budgetStep is the least the decoder charges its budget at a time (see
+// decodeWireBudget): fewer atomic updates of a shared budget per request,
+// for up to this many bytes reserved and not used.
+const budgetStep = 8 << 10
+
+// decodeWireBudget is decodeWire that also charges budget (when not nil)
+// with what it counts, before each allocation is made: ahead, in steps of
+// at least budgetStep bytes, and never past limit. An error from budget
+// stops the decoding and is returned unchanged.
+func decodeWireBudget(w *wireMsg, b []byte, v reflect.Value, limit int64, maxDepth int, budget func(int64) error) (int64, error) {
+	d := wireDecoder{limit: limit, maxDepth: maxDepth, budget: budget}
 	err := d.message(w, b, v, 1)
 	if err == nil {
 		for _, perr := range d.pending {
@@ -76,6 +94,13 @@ func (d *wireDecoder) charge(n int64) error {
 	d.used += n
 	if d.used > d.limit {
 		return fleet.Errorf(fleet.ResourceExhausted, "decoding the request allocates more than %d bytes", d.limit)
+	}
+	if d.budget != nil && d.used > d.reserved {
+		step := min(max(d.used-d.reserved, budgetStep), d.limit-d.reserved)
+		if err := d.budget(step); err != nil {
+			return err
+		}
+		d.reserved += step
 	}
 	return nil
 }

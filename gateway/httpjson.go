@@ -244,8 +244,19 @@ func localAddr(r *http.Request) net.Addr {
 // jsonCodec decodes arguments and encodes replies for HTTP/JSON and
 // JSON-RPC 2.0: protobuf messages with protojson (the canonical protobuf
 // JSON mapping), everything else with encoding/json. An empty payload
-// leaves the arguments at their zero value.
+// leaves the arguments at their zero value. It implements
+// codec.BudgetUnmarshaler by charging an estimate up front
+// (jsonDecodeFactor).
 type jsonCodec struct{}
+
+// jsonDecodeFactor is what jsonCodec.UnmarshalBudget charges the server's
+// memory budget before decoding, in multiples of the JSON text's length:
+// encoding/json and protojson cannot count what they allocate, so the
+// charge is an estimate. encoding/json allocates about 5 to 19 times the
+// text for Go structs, strings and integer slices (slice growth
+// included), and up to about 40 times for text of many tiny objects
+// decoded into interfaces or maps, which this factor undercounts.
+const jsonDecodeFactor = 16
 
 func (jsonCodec) Name() string { return "json" }
 
@@ -256,9 +267,20 @@ func (jsonCodec) Marshal(v any) ([]byte, error) {
 	return json.Marshal(v)
 }
 
-func (jsonCodec) Unmarshal(data []byte, v any) error {
+func (c jsonCodec) Unmarshal(data []byte, v any) error { return c.UnmarshalBudget(data, v, nil) }
+
+// UnmarshalBudget charges charge (when not nil) with jsonDecodeFactor
+// times the length of data, before anything is decoded, then decodes as
+// Unmarshal does; an error from charge is returned unchanged. An empty
+// payload charges nothing.
+func (jsonCodec) UnmarshalBudget(data []byte, v any, charge func(n int64) error) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
+	}
+	if charge != nil {
+		if err := charge(jsonDecodeFactor * int64(len(data))); err != nil {
+			return err
+		}
 	}
 	if m, ok := v.(proto.Message); ok {
 		return protojson.Unmarshal(data, m)

@@ -16,10 +16,11 @@ var syscallEMFILE = syscall.EMFILE
 // admitState counts the open connections, in total and per remote IP, for
 // the connection limits (WithMaxConns, WithMaxConnsPerIP).
 type admitState struct {
-	mu      sync.Mutex
-	open    int
-	perIP   map[string]int
-	refused atomic.Uint64
+	mu        sync.Mutex
+	open      int
+	perIP     map[string]int
+	refused   atomic.Uint64 // by WithMaxConns
+	refusedIP atomic.Uint64 // by WithMaxConnsPerIP
 }
 
 // admit counts nc in, or refuses it when a connection limit is reached:
@@ -33,7 +34,8 @@ func (s *Server) admit(nc net.Conn) (string, bool) {
 	ip := remoteIP(nc.RemoteAddr())
 	a := &s.admitted
 	a.mu.Lock()
-	ok := (maxTotal <= 0 || a.open < maxTotal) && (maxIP <= 0 || a.perIP[ip] < maxIP)
+	overTotal := maxTotal > 0 && a.open >= maxTotal
+	ok := !overTotal && (maxIP <= 0 || a.perIP[ip] < maxIP)
 	if ok {
 		a.open++
 		if maxIP > 0 {
@@ -45,7 +47,11 @@ func (s *Server) admit(nc net.Conn) (string, bool) {
 	}
 	a.mu.Unlock()
 	if !ok {
-		a.refused.Add(1)
+		if overTotal {
+			a.refused.Add(1)
+		} else {
+			a.refusedIP.Add(1)
+		}
 		var b [protocol.HeaderSize + 3]byte
 		out, _ := protocol.AppendFrame(b[:0], &protocol.Header{Type: protocol.TypeGoAway}, "", "", nil, nil, 0)
 		_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
@@ -73,8 +79,12 @@ func (s *Server) leave(ip string) {
 }
 
 // RefusedConns returns how many connections the connection limits
-// (WithMaxConns, WithMaxConnsPerIP) refused since the server was made.
-func (s *Server) RefusedConns() uint64 { return s.admitted.refused.Load() }
+// (WithMaxConns, WithMaxConnsPerIP) refused since the server was made: the
+// sum of the Refused counts of StageConns and StageConnsPerIP in
+// AdmissionStats. Safe for concurrent use.
+func (s *Server) RefusedConns() uint64 {
+	return s.admitted.refused.Load() + s.admitted.refusedIP.Load()
+}
 
 // remoteIP returns addr's IP, or its whole string when it has none (Unix
 // sockets: all their peers then share one count).

@@ -13,6 +13,8 @@ type memBudget struct {
 	max     int64 // <= 0: no limit
 	used    atomic.Int64
 	waiting atomic.Bool
+	waiters atomic.Int64  // reserve calls waiting for room (Stats)
+	refused atomic.Uint64 // charges refused (tryCharge)
 	mu      sync.Mutex
 	ch      chan struct{} // closed (and cleared) when bytes are released
 }
@@ -55,6 +57,11 @@ func (b *memBudget) tryReserve(n, own int64) bool {
 // and adding in one atomic step so that waiters woken together cannot all
 // go past the limit. It reports false when ctx ends first.
 func (b *memBudget) reserve(ctx context.Context, n, own int64) bool {
+	if b.tryReserve(n, own) {
+		return true
+	}
+	b.waiters.Add(1)
+	defer b.waiters.Add(-1)
 	for {
 		if b.tryReserve(n, own) {
 			return true

@@ -31,6 +31,7 @@ func (t *task) run() {
 	var err error
 	defer func() {
 		c.releaseAdaptive(t.lim, err)
+		t.slot.leave()
 		c.s.lat.done(start)
 		c.active.Add(-1)
 		c.s.inflight.Add(-1)
@@ -69,11 +70,14 @@ func (t *task) run() {
 	if err == nil {
 		err = m.chain(ctx, &cctx.info, args, reply)
 	}
-	// The adaptive limit covers the handler's work, not the writing of
-	// its response (which waits for the connection's writer): the slot
-	// and the latency sample end here.
+	// The adaptive limit and the method's concurrency cap cover the
+	// handler's work, not the writing of its response (which waits for
+	// the connection's writer): the slots and the latency sample end
+	// here.
 	c.releaseAdaptive(t.lim, err)
 	t.lim = time.Time{}
+	t.slot.leave()
+	t.slot = nil
 	if oneway {
 		return
 	}

@@ -49,10 +49,11 @@ type task struct {
 	m    *methodType
 	f    protocol.Frame
 	buf  *[]byte
-	cost int64     // bytes counted against the budgets until the handler returns
-	room int       // decompression limit reserved within cost
-	cctx *callCtx  // built by the auth check; nil without auth
-	lim  time.Time // admission under the adaptive limit; zero without one
+	cost int64          // bytes counted against the budgets until the handler returns
+	room int            // decompression limit reserved within cost
+	cctx *callCtx       // built by the auth check; nil without auth
+	lim  time.Time      // admission under the adaptive limit; zero without one
+	slot *methodCounter // the method's concurrency slot; nil: none
 }
 
 func (s *Server) serveConn(nc net.Conn) {
@@ -182,9 +183,10 @@ func (c *conn) readLoop() (handedOff bool) {
 }
 
 // dispatch routes one request through the pipeline's admission
-// (pipeline.go): the auth check first, then shutdown, the per-connection
-// cap, the rate limits and the adaptive limit; the method is looked up
-// when the call starts (start). A refused call is answered at once.
+// (pipeline.go): the auth check first, then shutdown, the rate limits and
+// the method's concurrency cap (admitLimits), the per-connection cap and
+// the adaptive limit; the method is looked up when the call starts
+// (start). A refused call is answered at once.
 //
 // It runs on the read loop and reports false when the read loop is no
 // longer this goroutine's (runInline).
@@ -207,50 +209,59 @@ func (c *conn) dispatch(f protocol.Frame, buf *[]byte) (reader bool) {
 		refuse(errShuttingDown)
 		return true
 	}
+	slot, md, rerr := s.admitLimits(f.Service, f.Method, oneway, c.ctx)
+	if rerr != nil {
+		refuseMD = md
+		refuse(rerr)
+		return true
+	}
 	if max := s.opts.maxPerConn; max > 0 && c.active.Load() >= int64(max) {
 		if !oneway {
+			slot.leave()
+			s.connCapRefused.Add(1)
 			refuse(fleet.Errorf(fleet.ResourceExhausted, "more than %d concurrent calls on one connection", max))
 			return true
 		}
 		// A oneway send cannot be refused visibly: wait for a slot
 		// (the connection is not read meanwhile).
-		if !c.waitSlot(int64(max)) {
+		s.connCapWaiting.Add(1)
+		ok := c.waitSlot(int64(max))
+		s.connCapWaiting.Add(-1)
+		if !ok {
+			slot.leave()
 			refuse(errClosed)
 			return true
 		}
 	}
-	if md, rerr := s.admitRate(f.Service, f.Method, oneway, c.ctx); rerr != nil {
-		refuseMD = md
-		refuse(rerr)
-		return true
-	}
 	held, w, wait, md, lerr := c.admitAdaptive(oneway)
 	if lerr != nil {
+		slot.leave()
 		refuseMD = md
 		refuse(lerr)
 		return true
 	}
 	if w != nil {
-		c.queue(f, buf, cctx, w, wait)
+		c.queue(f, buf, cctx, slot, w, wait)
 		return true
 	}
-	return c.start(f, buf, cctx, oneway, held, true)
+	return c.start(f, buf, cctx, slot, oneway, held, true)
 }
 
 // queue waits, on a goroutine of its own (never the read loop), for the
 // adaptive-limit slot of a call in the limit's backlog, then starts the
 // call or refuses it. The wait counts as in flight for Shutdown.
-func (c *conn) queue(f protocol.Frame, buf *[]byte, cctx *callCtx, w *admitWaiter, wait time.Duration) {
+func (c *conn) queue(f protocol.Frame, buf *[]byte, cctx *callCtx, slot *methodCounter, w *admitWaiter, wait time.Duration) {
 	c.s.inflight.Add(1)
 	cancel := c.waitCancel(f.Seq)
 	go func() {
 		defer c.s.inflight.Add(-1)
 		held, md, err := c.awaitAdaptive(&f, w, wait, cancel)
 		if err != nil {
+			slot.leave()
 			c.refuseCall(&f, buf, cctx, false, err, md)
 			return
 		}
-		c.start(f, buf, cctx, false, held, false)
+		c.start(f, buf, cctx, slot, false, held, false)
 	}()
 }
 
@@ -268,25 +279,28 @@ func (c *conn) refuseCall(f *protocol.Frame, buf *[]byte, cctx *callCtx, oneway 
 	}
 }
 
-// start looks an admitted call's method up and hands the call to a
-// handler goroutine, once its cost fits in the memory budgets; held: it
-// holds an adaptive-limit slot. From the
-// read loop (fromReader), a serial caller's call (FlagSole) that is the
-// connection's only one, with no further frame read, runs on the read
-// loop itself (runInline); start then reports whether the read loop is
-// still this goroutine's. It reports true otherwise.
-func (c *conn) start(f protocol.Frame, buf *[]byte, cctx *callCtx, oneway, held, fromReader bool) bool {
+// start looks an admitted call's method up and hands the call to the
+// server's runner (s.run, runner.go), once its cost fits in the memory
+// budgets; slot: the method's concurrency slot it holds (nil: none);
+// held: it holds an adaptive-limit slot. From the read loop (fromReader)
+// the runner may run the call on the read loop itself (runInline); start
+// then reports whether the read loop is still this goroutine's. It
+// reports true otherwise.
+func (c *conn) start(f protocol.Frame, buf *[]byte, cctx *callCtx, slot *methodCounter, oneway, held, fromReader bool) bool {
 	s := c.s
-	refuse := func(err error) { c.refuseCall(&f, buf, cctx, oneway, err, nil) }
 	var lim time.Time
 	if held {
 		lim = time.Now()
 	}
+	refuse := func(err error) bool {
+		c.dropAdaptive(lim)
+		slot.leave()
+		c.refuseCall(&f, buf, cctx, oneway, err, nil)
+		return true
+	}
 	m, err := s.lookup(f.Service, f.Method)
 	if err != nil {
-		c.dropAdaptive(lim)
-		refuse(err)
-		return true
+		return refuse(err)
 	}
 	if max := s.opts.limits.MaxDecompressedSize; f.Flags&protocol.FlagCompressed == 0 && len(f.Payload) > max {
 		// The bound on a request's decoded bytes holds for a payload
@@ -298,15 +312,11 @@ func (c *conn) start(f protocol.Frame, buf *[]byte, cctx *callCtx, oneway, held,
 	cost := int64(cap(*buf))
 	room, err := c.decompressRoom(&f)
 	if err != nil {
-		c.dropAdaptive(lim)
-		refuse(err)
-		return true
+		return refuse(err)
 	}
 	cost += int64(room)
 	if !c.waitRoom(cost) {
-		c.dropAdaptive(lim)
-		refuse(errClosed)
-		return true
+		return refuse(errClosed)
 	}
 	if cctx != nil {
 		cctx.info.Service, cctx.info.Method = m.service, m.name
@@ -315,28 +325,7 @@ func (c *conn) start(f protocol.Frame, buf *[]byte, cctx *callCtx, oneway, held,
 	c.held.Add(cost) // and s.mem, by waitRoom
 	s.inflight.Add(1)
 	s.calls.Add(1)
-	if s.tasks != nil {
-		t := task{c: c, m: m, f: f, buf: buf, cost: cost, room: room, cctx: cctx, lim: lim}
-		select {
-		case s.tasks <- t:
-		case <-s.stopped: // the pool stopped under us: Close raced
-			c.dropAdaptive(lim)
-			c.active.Add(-1)
-			s.inflight.Add(-1)
-			c.release(cost)
-			bufpool.Put(buf)
-			if cctx != nil {
-				cctx.end()
-			}
-		}
-		return true
-	}
-	t := task{c: c, m: m, f: f, buf: buf, cost: cost, room: room, cctx: cctx, lim: lim}
-	if fromReader && c.lone(&f) && c.r.Buffered() == 0 {
-		return c.runInline(t)
-	}
-	s.handoff(t)
-	return true
+	return s.run(task{c: c, m: m, f: f, buf: buf, cost: cost, room: room, cctx: cctx, lim: lim, slot: slot}, fromReader)
 }
 
 // lone reports whether the call of request f is a serial caller's

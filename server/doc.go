@@ -21,7 +21,8 @@
 // one; or on a bounded worker pool, WithWorkerPool), so a slow handler
 // never delays the others on its connection (a serial caller's lone call
 // runs on the connection's reading goroutine, which hands reading to a
-// new goroutine if the call runs long: see inline.go), and responses go
+// new goroutine if the call runs long: see runFunc in runner.go, and
+// inline.go), and responses go
 // back in the order handlers finish, written by one coalescing writer per
 // connection. A handler's context carries the
 // caller's deadline (it ends then, or when the connection closes), the

@@ -56,7 +56,12 @@ type Call struct {
 // once Shutdown began; the rate limits; the adaptive limit, whose backlog
 // it waits in within ctx; the server's memory budget, WithMaxPendingBytes,
 // for the payload's bytes, waited for within ctx), then the lookup of the
-// method, the decoding of the payload, the method's interceptor chain and
+// method, the decoding of the payload (when the codec is a
+// codec.BudgetUnmarshaler, what it charges is reserved in the memory
+// budget without waiting, on top of the payload, and held until Invoke
+// returns; a charge that does not fit refuses the call with
+// ResourceExhausted before the handler runs), the method's interceptor
+// chain and
 // the handler (panics recovered), and the encoding of the reply within
 // MaxFrameSize. A
 // call refused before its handler runs is reported to the CallRefused
@@ -102,9 +107,11 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 	if s.shutdown.Load() {
 		return refuse(nil, errShuttingDown)
 	}
-	if md, err := s.admitRate(service, method, false, ctx); err != nil {
+	slot, md, err := s.admitLimits(service, method, false, ctx)
+	if err != nil {
 		return refuse(md, err)
 	}
+	defer slot.leave()
 	since, md, err := s.awaitAdaptiveCtx(ctx)
 	if err != nil {
 		return refuse(md, err)
@@ -126,14 +133,25 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 			return refuse(nil, asCode(err, fleet.Internal))
 		}
 	}
-	s.calls.Add(1)
 	start := s.lat.start()
 	defer func() { s.lat.done(start) }()
 	cctx.info.Service, cctx.info.Method = m.service, m.name
 
-	ran = true
 	args, replyV := m.newCall()
-	if uerr := cd.Unmarshal(call.Payload, args); uerr != nil {
+	var uerr error
+	if bu, ok := cd.(codec.BudgetUnmarshaler); ok {
+		d := decodeCharge{mem: &s.mem}
+		defer d.release()
+		uerr = bu.UnmarshalBudget(call.Payload, args, d.charge)
+		if d.err != nil {
+			return refuse(nil, d.err)
+		}
+	} else {
+		uerr = cd.Unmarshal(call.Payload, args)
+	}
+	ran = true
+	s.calls.Add(1)
+	if uerr != nil {
 		err = asCode(uerr, fleet.InvalidArgument)
 		if fleet.CodeOf(uerr) == fleet.Unknown {
 			err = fleet.Errorf(fleet.InvalidArgument, "decode arguments: %v", uerr)
@@ -263,3 +281,34 @@ func methodTypes(m *methodType) typePair {
 // ShuttingDown reports whether Shutdown or Close has begun: new calls and
 // connections are refused.
 func (s *Server) ShuttingDown() bool { return s.shutdown.Load() }
+
+// decodeCharge charges what a codec.BudgetUnmarshaler decodes to the
+// server's memory budget (see Invoke): each charge is reserved at once if
+// it fits beside everything held, the call's own payload included, else
+// refused. Not safe for concurrent use (one decoding).
+type decodeCharge struct {
+	mem     *memBudget
+	charged int64
+	err     error // the refusal charge returned, if any
+}
+
+// charge reserves n bytes, or returns a ResourceExhausted error.
+func (d *decodeCharge) charge(n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	if !d.mem.tryReserve(n, 0) {
+		d.mem.refused.Add(1)
+		d.err = fleet.Errorf(fleet.ResourceExhausted, "decoding the arguments needs %d bytes more, over what the server's memory budget (WithMaxPendingBytes) has free", n)
+		return d.err
+	}
+	d.charged += n
+	return nil
+}
+
+// release gives back everything charged.
+func (d *decodeCharge) release() {
+	if d.charged > 0 {
+		d.mem.release(d.charged)
+	}
+}

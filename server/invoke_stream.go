@@ -156,9 +156,10 @@ func (s *Server) InvokeStream(ctx context.Context, call *StreamCall) (trailer fl
 	s.inflight.Add(1)
 	defer s.inflight.Add(-1)
 	service, method := []byte(call.Service), []byte(call.Method)
+	var refuseMD fleet.Metadata
 	refuse := func(err error) (fleet.Metadata, error) {
 		s.noteRefused(service, method, err)
-		return nil, err
+		return refuseMD, err
 	}
 	if call.Recv == nil || call.Send == nil {
 		return refuse(fleet.NewError(fleet.InvalidArgument, "stream call without Recv or Send"))
@@ -175,10 +176,14 @@ func (s *Server) InvokeStream(ctx context.Context, call *StreamCall) (trailer fl
 	if s.shutdown.Load() {
 		return refuse(errShuttingDown)
 	}
-	if _, err := s.admitRate(service, method, false, ctx); err != nil {
+	slot, md, err := s.admitLimits(service, method, false, ctx)
+	if err != nil {
+		refuseMD = md
 		return refuse(err)
 	}
-	if _, err := s.admitStreamAdaptive(); err != nil {
+	defer slot.leave()
+	if md, err := s.admitStreamAdaptive(); err != nil {
+		refuseMD = md
 		return refuse(err)
 	}
 	hv, ok := s.streamHandlers.Load(streamKey(call.Service, call.Method))

@@ -98,10 +98,12 @@ func WithRateLimit(perSecond float64, burst int) Option {
 }
 
 // WithMethodRateLimit limits the calls of one method (service and method
-// as registered) as WithRateLimit does for the server; both apply when
-// both are set. Default: no limit.
+// as callers name them) as WithRateLimit does for the server; both apply
+// when both are set. It is the static form of SetMethodLimits with Rate
+// and Burst (a later option for the same method replaces an earlier one);
+// SetMethodLimits changes it while the server runs. Default: no limit.
 func WithMethodRateLimit(service, method string, perSecond float64, burst int) Option {
 	return optionFunc(func(o *options) {
-		o.methodRates = append(o.methodRates, methodLimit{rateKey{service, method}, rate.Limit(perSecond), burst})
+		o.methodRates = append(o.methodRates, methodLimit{rateKey{service, method}, MethodLimits{Rate: perSecond, Burst: burst}})
 	})
 }

@@ -15,16 +15,26 @@ import (
 //  1. auth: the token is checked (authorize) before anything about the
 //     call is looked up, decompressed or decoded;
 //  2. admission: shutdown, the connection caps (at accept), the rate
-//     limits (admitRate, by the names the caller gave), the
+//     limits and the method's concurrency cap (admitLimits, by the names
+//     the caller gave: the server's rate, the method's rate, the
+//     method's cap, from the table SetMethodLimits keeps), the
 //     per-connection concurrency cap (native), the adaptive limit
 //     (admitAdaptive for native calls, awaitAdaptiveCtx for the others,
 //     admitStreamAdaptive for stream opens),
 //     the memory budget (the frame's bytes when read, the payload's for
 //     Invoke);
 //  3. lookup of the service and method (lookup);
-//  4. decompression and decoding, within the room reserved for them;
+//  4. decompression and decoding, within the room reserved for them
+//     (Invoke charges a codec.BudgetUnmarshaler's decoded bytes to the
+//     memory budget as it makes them: decodeCharge);
 //  5. interceptors, then the handler;
 //  6. encoding, within the reply limits.
+//
+// Each limiter reports its state through one shape (admissionStage,
+// admission.go; Server.AdmissionStats), while the calls' admission uses
+// its concrete methods, so the hot path makes no interface call. How an
+// admitted native call's handler is run (pool, reused goroutine, inline on
+// the read loop) is behind one seam chosen at New (runFunc, runner.go).
 //
 // A refusal before the handler runs is reported to the CallRefused hooks
 // (noteRefused) and carries the same fleet.Code on every route; the

@@ -38,18 +38,30 @@ type Server struct {
 
 	mem      memBudget        // request bytes held by handlers, all connections
 	admitted admitState       // open connections for the connection limits
-	rates    limiters         // rate limits, built by New
+	rate     *serverRate      // WithRateLimit; nil: off
 	adaptive *adaptiveLimiter // WithAdaptiveLimit; nil: off
-	shutdown atomic.Bool      // refusing new calls and connections
-	stopping bool             // Shutdown or Close began; guarded by mu
-	inflight atomic.Int64     // handlers running, all connections
-	calls    atomic.Uint64
-	lat      latencyHist // handling time of calls, for Publish
-	tasks    chan task
-	idle     chan task    // handler goroutines waiting for work take from it
-	idleN    atomic.Int64 // handler goroutines waiting on idle
-	stopped  chan struct{}
-	stopOnce sync.Once
+	stages   []admissionStage // for AdmissionStats, in pipeline order
+	run      runFunc          // how an admitted call's handler is run (runner.go)
+
+	// The per-method limits (methodlimits.go): an immutable table read
+	// by admission, rebuilt under methodMu by SetMethodLimits; the
+	// counters outlive the tables.
+	methodLimits atomic.Pointer[methodTable]
+	methodMu     sync.Mutex
+	methodCtrs   map[rateKey]*methodCounter
+
+	connCapRefused atomic.Uint64 // calls refused by WithMaxConcurrentPerConn
+	connCapWaiting atomic.Int64  // oneway sends waiting for a slot under it
+	shutdown       atomic.Bool   // refusing new calls and connections
+	stopping       bool          // Shutdown or Close began; guarded by mu
+	inflight       atomic.Int64  // handlers running, all connections
+	calls          atomic.Uint64
+	lat            latencyHist // handling time of calls, for Publish
+	tasks          chan task
+	idle           chan task    // handler goroutines waiting for work take from it
+	idleN          atomic.Int64 // handler goroutines waiting on idle
+	stopped        chan struct{}
+	stopOnce       sync.Once
 
 	inlineMu    sync.Mutex         // guards inlineConns
 	inlineConns map[*conn]struct{} // connections that ran a call on their read loop (runInline)
@@ -70,20 +82,26 @@ func New(opts ...Option) *Server {
 	}
 	s.opts.limits = s.opts.limits.WithDefaults()
 	s.mem.max = s.opts.maxPending
-	s.rates = newLimiters(&s.opts)
+	s.rate = newServerRate(&s.opts)
+	for _, m := range s.opts.methodRates {
+		s.setMethodLimitsLocked(m.key, m.MethodLimits)
+	}
 	if s.opts.adaptive != nil {
 		s.adaptive = newAdaptiveLimiter(*s.opts.adaptive)
 	}
+	s.stages = s.admissionStages()
 	for _, p := range s.opts.plugins {
 		s.hooks.add(p)
 	}
 	empty := map[string]*service{}
 	s.services.Store(&empty)
+	s.run = s.runReused
 	if s.opts.workers > 0 {
 		s.tasks = make(chan task, s.opts.workers)
 		for i := 0; i < s.opts.workers; i++ {
 			go s.worker()
 		}
+		s.run = s.runPooled
 	}
 	return s
 }

@@ -54,8 +54,9 @@ type serverStream struct {
 	id      uint64
 	codec   codec.Codec
 	codecID byte
-	kind    streamKind  // the handler's, set when it starts
-	comp    compress.ID // the client's compressor, named in the open frame; used for messages of compressMin bytes or more
+	slot    *methodCounter // the method's concurrency slot; nil: none
+	kind    streamKind     // the handler's, set when it starts
+	comp    compress.ID    // the client's compressor, named in the open frame; used for messages of compressMin bytes or more
 	ctx     context.Context
 	cancel  context.CancelFunc
 	inbox   *flow.Inbox
@@ -157,11 +158,12 @@ func (c *conn) onStreamFrame(f protocol.Frame, buf *[]byte) error {
 }
 
 // openStream runs a stream open through the pipeline's admission
-// (pipeline.go): the auth check first, then shutdown, the rate limits,
-// the lookup of the method and its codec, and the per-connection stream
-// cap; it then starts the handler, or ends the stream at once with the
-// refusal. While the adaptive limit is reached new streams are shed
-// (admitStreamAdaptive); a stream holds no slot of it.
+// (pipeline.go): auth, shutdown, the rate limits and the method's cap
+// (admitLimits; the slot is held until the stream ends), the adaptive
+// limit (admitStreamAdaptive: while it is reached new streams are shed; a
+// stream holds no slot of it), the lookup of the method and its codec,
+// the per-connection stream cap; then it starts the handler, or ends the
+// stream at once with the refusal.
 func (c *conn) openStream(f protocol.Frame, buf *[]byte) {
 	s := c.s
 	seq, cdID, timeout, compID := f.Seq, f.Codec, f.Timeout, compress.ID(f.Compression)
@@ -178,6 +180,7 @@ func (c *conn) openStream(f protocol.Frame, buf *[]byte) {
 	st.inbox.Release = c.releaseStreamMsg
 	st.info.SetWireMetadata(mdWire, mdN)
 	var hv any
+	var refuseMD fleet.Metadata // the retry-after of a limit's refusal
 	refuse := s.authorize(&streamCtx{Context: c.ctx, info: &st.info}, &st.info)
 	if refuse == nil && s.opts.auth != nil {
 		c.authed.Store(true)
@@ -186,10 +189,10 @@ func (c *conn) openStream(f protocol.Frame, buf *[]byte) {
 		refuse = errShuttingDown
 	}
 	if refuse == nil {
-		_, refuse = s.admitRate(f.Service, f.Method, false, c.ctx)
+		st.slot, refuseMD, refuse = s.admitLimits(f.Service, f.Method, false, c.ctx)
 	}
 	if refuse == nil {
-		_, refuse = s.admitStreamAdaptive()
+		refuseMD, refuse = s.admitStreamAdaptive()
 	}
 	if refuse == nil {
 		if hv, _ = s.streamHandlers.Load(streamKey(svc, method)); hv == nil {
@@ -225,8 +228,9 @@ func (c *conn) openStream(f protocol.Frame, buf *[]byte) {
 	}
 	c.ext.mu.Unlock()
 	if refuse != nil {
+		st.slot.leave()
 		st.cancel()
-		c.endStream(seq, refuse, nil)
+		c.endStream(seq, refuse, refuseMD)
 		return
 	}
 	s.inflight.Add(1)
@@ -243,6 +247,7 @@ func (st *serverStream) run(h *streamHandler) {
 		c.ext.mu.Unlock()
 		st.cancel()
 		st.inbox.Abort(errStreamEnded)
+		st.slot.leave()
 		s.inflight.Add(-1)
 		select {
 		case c.drained <- struct{}{}:

@@ -93,8 +93,13 @@ const DirectMax = 64 << 10
 // Run. It blocks for the syscall, which waits only when the peer has
 // stopped reading and the socket buffers are full (bounded by the write
 // timeout), so it is for goroutines that may wait on the peer: a caller, a
-// handler; never a connection's reading goroutine, which must keep reading
-// while the peer cannot.
+// handler. A connection's reading goroutine, which must keep reading while
+// the peer cannot, calls it only when something else takes the reading
+// over meanwhile: the server runs a serial caller's lone call on the
+// reading goroutine (server/inline.go), whose response is written with
+// WriteNow there, and its inline monitor hands the reading to a new
+// goroutine when the call, this write included, lasts one to two
+// milliseconds. Safe for concurrent use with Write and itself.
 func (w *Writer) WriteNow(frame []byte) error {
 	w.mu.Lock()
 	if len(frame) > DirectMax || len(w.buf) > 0 || w.writers > 0 || w.err != nil || w.urgent {
