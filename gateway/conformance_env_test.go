@@ -178,12 +178,13 @@ type confEnv struct {
 	addr string
 	done chan error
 
-	mu      sync.Mutex
-	natives map[string]*client.Client // by token
-	cc      *grpc.ClientConn
-	hc      *http.Client
-	shutErr chan error     // the case's own Shutdown, when it started one
-	bg      sync.WaitGroup // calls the case's setup started
+	mu        sync.Mutex
+	natives   map[string]*client.Client // by token
+	cc        *grpc.ClientConn
+	hc        *http.Client
+	inProcess bool           // native clients and raw frames go in-process (client.InProcess, srv.ServeConn)
+	shutErr   chan error     // the case's own Shutdown, when it started one
+	bg        sync.WaitGroup // calls the case's setup started
 }
 
 func newConfEnv(t *testing.T, opts []server.Option) *confEnv {
@@ -247,9 +248,15 @@ func (e *confEnv) native(token string, opts ...client.Option) *client.Client {
 	if token != "" {
 		opts = append(opts, client.WithAuthToken(token))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, "tcp", e.addr, opts...)
+	var c *client.Client
+	var err error
+	if e.inProcess {
+		c, err = client.InProcess(e.srv, opts...)
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err = client.Dial(ctx, "tcp", e.addr, opts...)
+	}
 	if err != nil {
 		e.t.Fatalf("dial: %v", err)
 	}
@@ -297,9 +304,16 @@ func (e *confEnv) startShutdown() {
 // code of its response, or "connection closed" when the server closed the
 // connection instead of answering.
 func (e *confEnv) rawCall(ctx context.Context, token string, cd codec.ID, comp compress.ID, service, method string, payload []byte) string {
-	nc, err := net.Dial("tcp", e.addr)
-	if err != nil {
-		e.t.Fatal(err)
+	var nc net.Conn
+	if e.inProcess {
+		var sc net.Conn
+		nc, sc = net.Pipe()
+		go e.srv.ServeConn(sc)
+	} else {
+		var err error
+		if nc, err = net.Dial("tcp", e.addr); err != nil {
+			e.t.Fatal(err)
+		}
 	}
 	defer nc.Close()
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) })

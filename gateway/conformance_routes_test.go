@@ -49,6 +49,9 @@ const (
 type route struct {
 	name string
 	kind routeKind
+	// inProcess: native clients are joined to the server in this process
+	// (client.InProcess) instead of dialing the gateway's port.
+	inProcess bool
 	// supports reports whether the route can carry the case's payload
 	// (compressed bombs need a route with compression); nil: all.
 	supports func(p payloadKind) bool
@@ -71,8 +74,12 @@ var confRoutes = []route{
 	{name: "grpc-bidi-stream", kind: kindGRPC, supports: grpcSupports, warm: warmGRPC, call: callGRPCBidiStream},
 	{name: "http-json", kind: kindHTTPJSON, supports: httpSupports, call: callHTTPJSON},
 	{name: "json-rpc", kind: kindJSONRPC, supports: httpSupports, call: callJSONRPC},
-	// The in-process transport (client.InProcess(srv)) goes here: a
-	// kindNative route whose call uses a client joined to e.srv.
+	// The in-process transport: the native routes with clients joined by
+	// client.InProcess (raw frames through srv.ServeConn on a net.Pipe).
+	{name: "inprocess-unary", kind: kindNative, inProcess: true, warm: warmNative, call: callNativeUnary},
+	{name: "inprocess-server-stream", kind: kindNative, inProcess: true, warm: warmNative, call: callNativeServerStream},
+	{name: "inprocess-client-stream", kind: kindNative, inProcess: true, warm: warmNative, call: callNativeClientStream},
+	{name: "inprocess-bidi-stream", kind: kindNative, inProcess: true, warm: warmNative, call: callNativeBidiStream},
 }
 
 // grpcSupports: gRPC compresses with gzip only (grpc-encoding: gzip).
