@@ -31,26 +31,8 @@ import (
 // knownGaps lists the cells ("case/route") that do not meet the
 // specification yet, each with what is missing. They are skipped (and
 // logged) unless FLEET_CONFORMANCE_GAPS is set; a fix removes its lines.
-// Empty it: it holds what issue 22 is to fix.
-var knownGaps = map[string]string{
-	"4 MiB body without token/json-rpc":   "the request object is parsed before auth: the heap rises 22-32 MiB for a 4 MiB body refused Unauthenticated (bound 16 MiB)",
-	"over the size limit/native-unary":    overFrameOnly,
-	"over the size limit/inprocess-unary": overFrameOnly,
-	// Issue 22's admission sequence (every route) includes the adaptive
-	// limit; WithAdaptiveLimit's doc says streams are not limited.
-	"over the adaptive limit/native-server-stream":    streamsUnlimited,
-	"over the adaptive limit/native-client-stream":    streamsUnlimited,
-	"over the adaptive limit/native-bidi-stream":      streamsUnlimited,
-	"over the adaptive limit/grpc-server-stream":      streamsUnlimited,
-	"over the adaptive limit/grpc-bidi-stream":        streamsUnlimited,
-	"over the adaptive limit/inprocess-server-stream": streamsUnlimited,
-	"over the adaptive limit/inprocess-client-stream": streamsUnlimited,
-	"over the adaptive limit/inprocess-bidi-stream":   streamsUnlimited,
-}
-
-const overFrameOnly = "an uncompressed native payload is held to MaxFrameSize only, not to MaxDecompressedSize as on the gateway (docs/gateway.md, Limits): with MaxFrameSize 8 MiB a 4 MiB + 1 KiB payload runs"
-
-const streamsUnlimited = "streams skip the adaptive limit: the stream opens and its handler runs while the limit is reached"
+// It is empty: every cell meets the specification.
+var knownGaps = map[string]string{}
 
 // payloadKind is what a case sends as the request.
 type payloadKind int

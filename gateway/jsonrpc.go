@@ -137,7 +137,7 @@ func (g *Gateway) runRPC(ctx context.Context, base server.Call, raw []byte, h ht
 		return resp, true
 	}
 	var req rpcRequest
-	if err := json.Unmarshal(raw, &req); err != nil {
+	if err := parseRequest(raw, &req); err != nil {
 		return fail(InvalidRequest, "invalid request: not an object", nil)
 	}
 	notification := req.ID == nil
@@ -203,6 +203,97 @@ func (g *Gateway) runRPC(ctx context.Context, base server.Call, raw []byte, h ht
 	return resp, true
 }
 
+// parseRequest fills req from raw, a valid JSON value (the body was
+// checked), as json.Unmarshal would (keys matched without regard to case,
+// the last of repeated keys counting), except that the fields are slices
+// of raw: nothing of the request is copied before the caller is
+// authenticated. It fails when raw is not an object.
+func parseRequest(raw []byte, req *rpcRequest) error {
+	t := bytes.TrimSpace(raw)
+	if len(t) < 2 || t[0] != '{' {
+		return errors.New("not an object")
+	}
+	space := func(i int) int {
+		for i < len(t) && (t[i] == ' ' || t[i] == '\t' || t[i] == '\r' || t[i] == '\n') {
+			i++
+		}
+		return i
+	}
+	i := space(1)
+	for i < len(t) && t[i] == '"' {
+		n := jsonValueLen(t[i:])
+		key := t[i : i+n]
+		i = space(space(i+n) + 1) // past ':'
+		n = jsonValueLen(t[i:])
+		val := t[i : i+n]
+		i = space(i + n)
+		var k string
+		if bytes.IndexByte(key, '\\') >= 0 {
+			if err := json.Unmarshal(key, &k); err != nil {
+				return err
+			}
+		} else {
+			k = string(key[1 : len(key)-1])
+		}
+		switch {
+		case strings.EqualFold(k, "jsonrpc"):
+			req.JSONRPC = val
+		case strings.EqualFold(k, "method"):
+			req.Method = val
+		case strings.EqualFold(k, "params"):
+			req.Params = val
+		case strings.EqualFold(k, "id"):
+			req.ID = val
+		}
+		if i < len(t) && t[i] == ',' {
+			i = space(i + 1)
+		}
+	}
+	return nil
+}
+
+// jsonValueLen returns the length of the JSON value at the start of b,
+// which must be valid JSON (a value followed by more text).
+func jsonValueLen(b []byte) int {
+	depth := 0
+	inStr, esc := false, false
+	for i, c := range b {
+		if inStr {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+		case '[', '{':
+			depth++
+		case ']', '}':
+			if depth == 0 {
+				return i // the end of a scalar
+			}
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\r', '\n':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return len(b)
+}
+
 // paramsPayload returns the Fleet arguments of a request's params: an
 // object is the arguments; an array must hold at most one element, the
 // arguments (net/rpc's JSON-RPC convention); absent params mean zero
@@ -216,30 +307,19 @@ func paramsPayload(p json.RawMessage) ([]byte, error) {
 	case '{':
 		return t, nil
 	case '[':
-		// At most the first element is decoded: an array of a million
-		// elements costs no more than one of two (the caller has not
+		// A one-element array's element is returned as a slice of p,
+		// found by scanning (p is valid JSON: the body was checked): an
+		// array of a million elements costs nothing (the caller has not
 		// been authenticated yet).
-		dec := json.NewDecoder(bytes.NewReader(t))
-		if _, err := dec.Token(); err != nil { // '['
-			return nil, err
-		}
-		if !dec.More() {
-			if _, err := dec.Token(); err != nil { // ']'
-				return nil, err
-			}
+		rest := bytes.TrimLeft(t[1:], " \t\r\n")
+		if rest[0] == ']' {
 			return nil, nil
 		}
-		var first json.RawMessage
-		if err := dec.Decode(&first); err != nil {
-			return nil, err
-		}
-		if dec.More() {
+		n := jsonValueLen(rest)
+		if after := bytes.TrimLeft(rest[n:], " \t\r\n"); len(after) == 0 || after[0] != ']' {
 			return nil, errors.New("a Fleet method takes one argument: params must be an object or an array of one element")
 		}
-		if _, err := dec.Token(); err != nil { // ']'
-			return nil, err
-		}
-		return first, nil
+		return rest[:n], nil
 	}
 	return nil, errors.New("params must be an object or an array")
 }
