@@ -251,6 +251,7 @@ func TestDashboardBrowser(t *testing.T) {
 	eval("last disabled", row(last)+`.querySelector('td.state').textContent`, equals("draining"))
 	eval("all draining named", `document.querySelector('[data-service="Arith"] .service-state').textContent`, equals("all instances draining"))
 	eval("Hello unaffected", `document.querySelector('[data-service="Hello"] .service-state').textContent`, equals("3 of 3 active"))
+	eval("the form warns", `document.getElementById('call-status').textContent`, equals("Arith: all instances draining; calls fail until one is enabled"))
 
 	// A call now says why it cannot be made.
 	if err := chromedp.Do(bctx,

@@ -208,7 +208,11 @@ function serviceState(data, name) {
 let methodsFailed = false;
 function recoverForm(before, data) {
   const svc = $("call-service").value;
-  if (!before || !svc || serviceState(data, svc) !== "active") return;
+  if (!before || !svc) return;
+  if (serviceState(data, svc) === "all_draining" && serviceState(before, svc) !== "all_draining") {
+    showStatus(svc + ": all instances draining; calls fail until one is enabled", true);
+  }
+  if (serviceState(data, svc) !== "active") return;
   if (methodsFailed || serviceState(before, svc) !== "active") {
     loadMethods().then(ok => {
       if (ok && $("call-status").className === "error") showStatus(svc + " has an active instance again", false);
