@@ -4,31 +4,23 @@ import (
 	"context"
 	"crypto/subtle"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
-	"mime"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleetrpc/fleet"
-	"github.com/fleetrpc/fleet/client"
 	"github.com/fleetrpc/fleet/registry"
-	"github.com/fleetrpc/fleet/server/admin"
-	"github.com/fleetrpc/fleet/server/reflection"
 )
 
 //go:embed dashboard
@@ -52,14 +44,26 @@ func newDashboardCmd() *cobra.Command {
 		Use:   "dashboard [--registry URL] [--service NAME]...",
 		Short: "A web page showing a registry's services and instances, with a call form",
 		Long: `dashboard serves a web page (assets embedded, nothing from a CDN) that shows
-every instance of the --service services in the --registry registry (by
-default etcd://127.0.0.1:2379, where fleet demo --serve listens its embedded
-etcd): address,
-weight, group, version, tags, state and the load each last reported (calls/s,
-in flight, p99 handling time), with charts of calls/s and p99 per instance
-updated every second; and a
-form that calls any method of those services with a JSON argument, as
-fleet call does (reflection, protojson for protobuf methods).
+the services of the --registry registry (by default etcd://127.0.0.1:2379,
+where fleet demo --serve listens its embedded etcd): every service the
+registry holds, found again every second (etcd, ZooKeeper, Redis and NATS
+list their services; a static:// list needs --service, which also shows
+fewer). For each instance: address, weight, group, version, tags and
+state, with buttons that change its weight or disable (drain) and enable
+it through the server's fleet.Admin service; a service whose instances are
+all disabled is shown as "all instances draining", and disabling the last
+active instance asks for confirmation.
+
+Load is shown per server, not per service: a server reports one load for
+the whole process (in flight, calls/s, p99 handling time) in each of its
+registry records. The dashboard samples it every second and keeps the last
+5 minutes, so the charts are full when the page opens.
+
+A form calls any method of those services with a JSON argument, as fleet
+call does (reflection, protojson for protobuf methods, unknown and missing
+fields refused unless "loose" is ticked); choosing a method fills in the
+zero-value template fleet describe prints; errors are worded as fleet call
+words them, with its exit status.
 
 Safety: it listens on 127.0.0.1 by default; any other address requires
 --token, which the browser then presents once as /?token=... (kept in an
@@ -71,7 +75,7 @@ request must name the page's host as an IP address, localhost or an
 the servers (fleet.Admin of fleet demo --serve needs one) is --token, else
 $FLEET_TOKEN, else --token-file, by default the file where fleet demo
 --serve writes its admin token.`,
-		Example: "  fleet dashboard --registry etcd://127.0.0.1:2379 --service Arith --service Hello",
+		Example: "  fleet dashboard\n  fleet dashboard --registry etcd://127.0.0.1:2379 --service Arith --service Hello",
 		Args:    rangeArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := newDashboard(&f)
@@ -83,7 +87,11 @@ $FLEET_TOKEN, else --token-file, by default the file where fleet demo
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "dashboard on http://%s/ (registry %s; services %s)\n", lis.Addr(), f.registry, strings.Join(f.services, ", "))
+			shown := "every service it lists"
+			if len(f.services) > 0 {
+				shown = strings.Join(f.services, ", ")
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "dashboard on http://%s/ (registry %s; services: %s)\n", lis.Addr(), f.registry, shown)
 			hs := newDashboardServer(d.handler())
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
@@ -103,7 +111,7 @@ $FLEET_TOKEN, else --token-file, by default the file where fleet demo
 	fl := cmd.Flags()
 	f.register(fl)
 	fl.StringVar(&f.registry, "registry", defaultDashboardRegistry, "registry URL (default: the embedded etcd of fleet demo --serve): etcd://, zookeeper://, redis://, nats://host:port, or static://host:port,host:port")
-	fl.StringArrayVar(&f.services, "service", []string{"Arith", "Hello"}, "a service to show (repeatable)")
+	fl.StringArrayVar(&f.services, "service", nil, "a service to show (repeatable; default: every service the registry lists; required with a static:// registry)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8090", "address to serve the page on; not loopback only with --token")
 	fl.StringArrayVar(&f.hosts, "allow-host", nil, "a host name the page may be reached by, besides IP addresses and localhost (repeatable); requests naming any other host are refused, against DNS rebinding")
 	return cmd
@@ -115,19 +123,28 @@ const defaultDashboardRegistry = "etcd://" + defaultRegistryAddr
 
 // dashboard serves the page and its JSON API for one registry.
 type dashboard struct {
-	f       *dashboardFlags
-	targets map[string]*target // by service
-	log     *slog.Logger
+	f    *dashboardFlags
+	base string // the registry URL without a trailing '/'
+	log  *slog.Logger
+	// shared is the registry target whose discovery every service's
+	// target shares; nil for a static:// registry, whose targets are
+	// opened per --service.
+	shared *target
+	lister registry.ServiceLister // nil when the registry cannot list services
+	hist   *loadHistory
+	stop   context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	targets map[string]*target // by service: the --service ones, or those last listed
 }
 
-// newDashboard opens one target per service (sharing nothing: each has
-// its own discovery, as fleet call would).
+// newDashboard opens the registry and starts sampling its servers' load
+// every second (close stops it). Without --service the services are
+// those the registry lists (registry.ServiceLister), found again at each sample.
 func newDashboard(f *dashboardFlags) (*dashboard, error) {
 	if f.registry == "" {
 		return nil, usagef("dashboard: --registry is required")
-	}
-	if len(f.services) == 0 {
-		return nil, usagef("dashboard: give at least one --service")
 	}
 	if !loopbackAddr(f.listen) && f.token == "" {
 		return nil, usagef("dashboard: --listen %s is not a loopback address: give --token too", f.listen)
@@ -138,26 +155,73 @@ func newDashboard(f *dashboardFlags) (*dashboard, error) {
 	if f.selector == "" {
 		f.selector = "p2c"
 	}
-	d := &dashboard{f: f, targets: map[string]*target{}, log: slog.New(slog.NewTextHandler(os.Stderr, nil))}
-	base := strings.TrimSuffix(f.registry, "/")
 	for _, svc := range f.services {
 		if svc == "" || strings.ContainsAny(svc, "/?#") {
-			d.close()
 			return nil, usagef("dashboard: bad service name %q", svc)
 		}
-		t, err := openTarget(base+"/"+url.PathEscape(svc), &f.connFlags)
+	}
+	d := &dashboard{f: f, base: strings.TrimSuffix(f.registry, "/"), targets: map[string]*target{},
+		log: slog.New(slog.NewTextHandler(os.Stderr, nil)), hist: newLoadHistory(historyWindow)}
+	if strings.HasPrefix(d.base, "static://") {
+		// A static list has no services of its own: each --service is
+		// the fixed list of addresses.
+		if len(f.services) == 0 {
+			return nil, usagef("dashboard: a static:// registry needs --service NAME")
+		}
+		for _, svc := range f.services {
+			t, err := openTarget(d.base+"/"+url.PathEscape(svc), &f.connFlags)
+			if err != nil {
+				d.close()
+				return nil, err
+			}
+			d.targets[svc] = t
+		}
+	} else {
+		// One discovery for every service; "_" only fills the target's
+		// service path, each service gets its own copy of the target.
+		t, err := openTarget(d.base+"/_", &f.connFlags)
 		if err != nil {
-			d.close()
 			return nil, err
 		}
-		d.targets[svc] = t
+		d.shared = t
+		d.lister, _ = t.disc.(registry.ServiceLister)
+		if len(f.services) == 0 && d.lister == nil {
+			t.close()
+			return nil, usagef("dashboard: registry %s cannot list its services: name them with --service", f.registry)
+		}
+		for _, svc := range f.services {
+			d.targets[svc] = d.serviceTarget(svc)
+		}
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.stop, d.done = cancel, make(chan struct{})
+	go d.sampleLoop(ctx)
 	return d, nil
 }
 
+// serviceTarget returns a target for svc on the shared discovery.
+func (d *dashboard) serviceTarget(svc string) *target {
+	t := *d.shared
+	t.raw, t.service, t.close, t.fleetPeer = d.base+"/"+url.PathEscape(svc), svc, func() {}, false
+	return &t
+}
+
+// close stops the sampling and closes the registry connections.
 func (d *dashboard) close() {
+	if d.stop != nil {
+		d.stop()
+		<-d.done
+		d.stop = nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	for _, t := range d.targets {
 		t.close()
+	}
+	d.targets = map[string]*target{}
+	if d.shared != nil {
+		d.shared.close()
+		d.shared = nil
 	}
 }
 
@@ -183,6 +247,13 @@ func (d *dashboard) handler() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(dashboardAssets, "dashboard")
 	mux.Handle("GET /", http.FileServerFS(static))
+	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "image/svg+xml")
+		w.Header().Set("Cache-Control", "max-age=86400")
+		b, _ := fs.ReadFile(static, "favicon.svg")
+		w.Write(b)
+	})
+	mux.HandleFunc("GET /api/describe", d.apiDescribe)
 	mux.HandleFunc("GET /api/services", d.apiServices)
 	mux.HandleFunc("GET /api/methods", d.apiMethods)
 	mux.HandleFunc("POST /api/call", d.apiCall)
@@ -267,257 +338,4 @@ func (d *dashboard) checkToken(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// apiInstance is one instance as the page shows it.
-type apiInstance struct {
-	Addr           string   `json:"addr"`
-	Weight         int      `json:"weight"`
-	Group          string   `json:"group"`
-	Version        string   `json:"version"`
-	Tags           []string `json:"tags"`
-	State          string   `json:"state"`
-	InFlight       int64    `json:"inflight"`
-	CallsPerSecond float64  `json:"calls_per_second"`
-	P99Ms          float64  `json:"p99_ms"` // registry.Load.P99Ms: 0 without calls in the last interval
-}
-
-type apiService struct {
-	Name      string        `json:"name"`
-	Instances []apiInstance `json:"instances"`
-	Error     string        `json:"error,omitempty"`
-}
-
-type apiServices struct {
-	Registry string       `json:"registry"`
-	Services []apiService `json:"services"`
-	Time     time.Time    `json:"time"`
-}
-
-// apiServices answers GET /api/services: every service's instances as
-// the registry lists them now. A registry error is reported per service.
-func (d *dashboard) apiServices(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
-	defer cancel()
-	out := apiServices{Registry: d.f.registry, Services: []apiService{}, Time: time.Now().UTC()}
-	names := make([]string, 0, len(d.targets))
-	for n := range d.targets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	// The services are asked at once, so that a registry that is down
-	// costs one timeout, not one per service.
-	lists := make([][]registry.Instance, len(names))
-	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	for i, n := range names {
-		wg.Go(func() { lists[i], errs[i] = d.targets[n].disc.Instances(ctx, n) })
-	}
-	wg.Wait()
-	for k, n := range names {
-		s := apiService{Name: n, Instances: []apiInstance{}}
-		list, err := lists[k], errs[k]
-		if err != nil {
-			s.Error = "registry: " + err.Error()
-			if d.f.registry == defaultDashboardRegistry {
-				s.Error += " (the default registry is fleet demo --serve's: is it running? Otherwise give --registry URL)"
-			}
-		}
-		for _, in := range list {
-			st := string(in.State)
-			if st == "" {
-				st = string(registry.Active)
-			}
-			s.Instances = append(s.Instances, apiInstance{
-				Addr: in.Key(), Weight: in.EffectiveWeight(), Group: in.Group, Version: in.Version,
-				Tags: append([]string{}, in.Tags...), State: st,
-				InFlight: in.Load.InFlight, CallsPerSecond: in.Load.CallsPerSecond, P99Ms: in.Load.P99Ms,
-			})
-		}
-		out.Services = append(out.Services, s)
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// apiMethods answers GET /api/methods?service=S with the methods of S as
-// reflection on one instance lists them.
-func (d *dashboard) apiMethods(w http.ResponseWriter, r *http.Request) {
-	svc := r.URL.Query().Get("service")
-	t := d.targets[svc]
-	if t == nil {
-		writeJSON(w, http.StatusNotFound, apiError(&callError{"methods", fleet.Errorf(fleet.NotFound, "service %q is not shown here", svc)}))
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	defer cancel()
-	var list reflection.ListReply
-	if err := t.reflect(ctx, "List", &reflection.ListRequest{}, &list); err != nil {
-		writeJSON(w, http.StatusBadGateway, apiError(err))
-		return
-	}
-	for _, s := range list.Services {
-		if s.Name == svc {
-			writeJSON(w, http.StatusOK, map[string]any{"service": svc, "methods": s.Methods})
-			return
-		}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"service": svc, "methods": []string{}})
-}
-
-type apiCallRequest struct {
-	Method string         `json:"method"` // Service.Method
-	Args   string         `json:"args"`   // JSON text as typed
-	Codec  string         `json:"codec,omitempty"`
-	Meta   fleet.Metadata `json:"metadata,omitempty"`
-}
-
-type apiCallResponse struct {
-	OK        bool              `json:"ok"`
-	Reply     json.RawMessage   `json:"reply,omitempty"`
-	Code      string            `json:"code"`
-	Status    int               `json:"exit_status"`
-	Message   string            `json:"message,omitempty"`
-	Server    string            `json:"server,omitempty"`
-	Codec     string            `json:"codec,omitempty"`
-	ElapsedMs float64           `json:"elapsed_ms,omitempty"`
-	Metadata  map[string]string `json:"metadata,omitempty"`
-}
-
-func apiError(err error) apiCallResponse {
-	return apiCallResponse{Code: fleet.CodeOf(err).String(), Status: exitStatus(err), Message: err.Error()}
-}
-
-// apiCall answers POST /api/call (JSON body, same origin): the call goes
-// through the service's registry target as fleet call's would. Bad input
-// and failed calls are answered with a JSON error, status 400 or 502.
-func (d *dashboard) apiCall(w http.ResponseWriter, r *http.Request) {
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
-		writeJSON(w, http.StatusUnsupportedMediaType, apiError(usagef("the body must be application/json")))
-		return
-	}
-	var req apiCallRequest
-	dec := json.NewDecoder(io.LimitReader(r.Body, 4<<20))
-	if err := dec.Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError(usagef("request body: %v", err)))
-		return
-	}
-	svc, _, err := splitMethod(req.Method)
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError(err))
-		return
-	}
-	t := d.targets[svc]
-	if t == nil {
-		writeJSON(w, http.StatusBadRequest, apiError(usagef("service %q is not shown here", svc)))
-		return
-	}
-	if req.Codec == "" {
-		req.Codec = "auto"
-	}
-	args := strings.TrimSpace(req.Args)
-	if args == "" {
-		args = "{}"
-	}
-	timeout := d.f.timeout
-	if timeout <= 0 {
-		timeout = 10 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
-	defer cancel()
-	if len(req.Meta) > 0 {
-		ctx = fleet.WithOutgoingMetadata(ctx, req.Meta)
-	}
-	res, err := doCall(ctx, t, req.Codec, req.Method, []byte(args))
-	d.log.Info("fleet dashboard: call", "method", req.Method, "remote", r.RemoteAddr, "code", fleet.CodeOf(err).String())
-	out := apiCallResponse{OK: err == nil, Code: fleet.CodeOf(err).String()}
-	if res != nil {
-		out.Server, out.Codec, out.Metadata = res.where, res.codec, res.md
-		out.ElapsedMs = float64(res.elapsed.Microseconds()) / 1000
-		out.Reply = res.reply
-	}
-	if err != nil {
-		e := apiError(err)
-		out.Status, out.Message = e.Status, e.Message
-		status := http.StatusBadGateway
-		if e.Status == exitUsage {
-			status = http.StatusBadRequest
-		}
-		writeJSON(w, status, out)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-type apiSteerRequest struct {
-	Service string `json:"service"`
-	Addr    string `json:"addr"`             // the instance's Key, as /api/services lists it
-	Weight  int    `json:"weight,omitempty"` // > 0: the new weight
-	State   string `json:"state,omitempty"`  // "active" or "draining"
-}
-
-// apiSteer answers POST /api/steer (JSON body, same origin): it asks the
-// instance, through its fleet.Admin service (servers that registered it with admin.Register),
-// to change the weight or state of its record for the service; the
-// server writes the record and clients follow through the registry. The
-// address must be one the registry lists for the service.
-func (d *dashboard) apiSteer(w http.ResponseWriter, r *http.Request) {
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
-		writeJSON(w, http.StatusUnsupportedMediaType, apiError(usagef("the body must be application/json")))
-		return
-	}
-	var req apiSteerRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError(usagef("request body: %v", err)))
-		return
-	}
-	t := d.targets[req.Service]
-	if t == nil {
-		writeJSON(w, http.StatusBadRequest, apiError(usagef("service %q is not shown here", req.Service)))
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-	defer cancel()
-	list, err := t.disc.Instances(ctx, req.Service)
-	if err != nil {
-		writeJSON(w, http.StatusBadGateway, apiError(&callError{"registry", fleet.WrapError(fleet.Unavailable, err)}))
-		return
-	}
-	i := slices.IndexFunc(list, func(in registry.Instance) bool { return in.Key() == req.Addr })
-	if i < 0 {
-		writeJSON(w, http.StatusBadRequest, apiError(usagef("%s is not an instance of %s in the registry", req.Addr, req.Service)))
-		return
-	}
-	in := list[i]
-	network := in.Network
-	if network == "" {
-		network = "tcp"
-	}
-	c, err := client.Dial(ctx, network, in.Addr, append([]client.Option{client.WithHeartbeat(0)}, t.opts...)...)
-	var pub admin.Published
-	if err == nil {
-		err = c.Call(ctx, admin.Service, "Steer", &admin.SteerRequest{Service: req.Service, Weight: req.Weight, State: registry.State(req.State)}, &pub)
-		c.Close()
-	}
-	d.log.Info("fleet dashboard: steer", "service", req.Service, "addr", req.Addr, "weight", req.Weight, "state", req.State,
-		"remote", r.RemoteAddr, "code", fleet.CodeOf(err).String())
-	if err != nil {
-		if isNoAdmin(err) {
-			err = fleet.Errorf(fleet.Unimplemented, "%s does not serve %s (see admin.Register)", req.Addr, admin.Service)
-		}
-		writeJSON(w, http.StatusBadGateway, apiError(&callError{"steer " + req.Addr, err}))
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "instances": pub.Instances})
-}
-
-func isNoAdmin(err error) bool {
-	var fe *fleet.Error
-	return errors.As(err, &fe) && fe.Code() == fleet.NotFound && strings.Contains(fe.Message(), fmt.Sprintf("%q", admin.Service))
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
 }

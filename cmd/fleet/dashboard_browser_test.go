@@ -7,7 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,15 +32,26 @@ func chromiumPath(t *testing.T) string {
 
 // TestDashboardBrowser drives the dashboard in headless Chromium against
 // fleet demo --serve --load 200 (in process: three servers of Arith and
-// Hello with weights 1, 2 and 3 in an embedded etcd): the page
-// lists the instances with their weights and each one's p99 (a number,
-// positive under load, with its chart), the call form returns Arith.Add's
-// sum, malformed JSON gets a clear error in the page, a
-// weight changes, and disabling an instance moves the traffic off it
-// (in the page and in the server's own count) until it is enabled. It
-// saves a screenshot: into t.ArtifactDir() (kept with go test -artifacts),
-// into $FLEET_ARTIFACTS when set (CI keeps it), and into
-// docs/img/dashboard.png when FLEET_UPDATE_SCREENSHOT=1.
+// Hello with weights 1, 2 and 3 in an embedded etcd), with no --service:
+//   - the services are the ones the registry lists;
+//   - load is shown per server (the figures servers report), each server
+//     row naming its services, and the charts hold the history the
+//     dashboard kept before the page opened;
+//   - the call form fills in the zero-value template when the method
+//     changes (and Hello.Say's template is accepted as it is), returns
+//     Arith.Add's sum, and words bad input as fleet call does;
+//   - disabling the last active instance of Arith asks first (cancel keeps
+//     it), then names the state "all instances draining", and a call says
+//     so; re-enabling one instance brings the method list back and the
+//     form works again without a reload;
+//   - at 800 and 360 px wide nothing scrolls sideways;
+//   - the console shows no error (other than the HTTP statuses of the API
+//     calls the test makes fail on purpose).
+//
+// It saves screenshots, dashboard.png (1280 px wide) and
+// dashboard-360.png: into t.ArtifactDir() (kept with go test -artifacts),
+// into $FLEET_ARTIFACTS when set (CI keeps them), and dashboard.png into
+// docs/img when FLEET_UPDATE_SCREENSHOT=1.
 func TestDashboardBrowser(t *testing.T) {
 	exe := chromiumPath(t)
 	// fleet demo --serve --load 200, in process, on random ports; the
@@ -49,11 +63,29 @@ func TestDashboardBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pg.stop()
-	d := newTestDashboard(t, &dashboardFlags{registry: pg.b.url})
+	// No --service: the services are those the registry lists.
+	d := newTestDashboard(t, &dashboardFlags{registry: pg.b.url, services: []string{}})
 	hs := httptest.NewServer(d.handler())
 	defer hs.Close()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// The dashboard samples the load before any page asks: wait for a few
+	// samples of every server, which the page must show at once.
+	const kept = 4
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		n := kept
+		for _, a := range pg.addrs {
+			n = min(n, len(d.hist.points(a)))
+		}
+		if n >= kept {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dashboard kept %d samples per server", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	actx, acancel := chromedp.NewExecAllocator(ctx,
 		chromedp.ExecPath(exe),
@@ -72,10 +104,35 @@ func TestDashboardBrowser(t *testing.T) {
 	bctx, bcancel := chromedp.NewContext(actx)
 	defer bcancel()
 
+	// Console errors, collected from before the page loads.
+	var (
+		consoleMu   sync.Mutex
+		consoleErrs []string
+	)
+	messages := chromedp.Console(bctx)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.Type != chromedp.ConsoleError && m.Type != chromedp.ConsoleException {
+				continue
+			}
+			// The API answers the failures the test provokes with 4xx
+			// and 5xx statuses, which the browser logs as network errors.
+			if m.Source == "network" && strings.Contains(m.URL, "/api/") {
+				continue
+			}
+			consoleMu.Lock()
+			consoleErrs = append(consoleErrs, m.String()+" ("+m.URL+")")
+			consoleMu.Unlock()
+		}
+	}()
+
 	if err := chromedp.Do(bctx, chromedp.Navigate(hs.URL+"/")); err != nil {
 		t.Fatal(err)
 	}
-	// eval evaluates js until it returns want (bounded by 20 s).
+	// eval evaluates js until ok accepts its result (bounded by 20 s).
 	eval := func(what, js string, ok func(string) bool) string {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
@@ -94,120 +151,192 @@ func TestDashboardBrowser(t *testing.T) {
 		}
 	}
 	equals := func(want string) func(string) bool { return func(s string) bool { return s == want } }
+	contains := func(want string) func(string) bool { return func(s string) bool { return strings.Contains(s, want) } }
+	// argsJSON is the argument box's JSON, compacted.
+	const argsJSON = `(() => { const v = document.getElementById('call-args').value; try { return JSON.stringify(JSON.parse(v)); } catch (e) { return "not JSON: " + v; } })()`
+	do := func(what, js string) {
+		t.Helper()
+		eval(what, "("+js+`, "done")`, equals("done"))
+	}
 
-	// Three instances of each service, with weights 1, 2 and 3.
+	// History kept by the dashboard: the first rendering's charts already
+	// hold the samples taken before the page opened.
+	samples := eval("history on load", `String(Math.min(...Array.from(document.querySelectorAll('tr.server canvas.cps-chart')).map(c => +c.dataset.samples)))`,
+		func(s string) bool { return s != "Infinity" })
+	if n, _ := strconv.Atoi(samples); n < kept {
+		t.Fatalf("the charts hold %s samples on load, want at least %d", samples, kept)
+	}
+
+	// Services from the registry, three instances each, weights 1, 2, 3.
+	eval("services", `Array.from(document.querySelectorAll('#services [data-service]')).map(e => e.dataset.service).join(",")`, equals("Arith,Hello"))
 	for _, svc := range []string{"Arith", "Hello"} {
 		eval(svc+" weights", fmt.Sprintf(`Array.from(document.querySelectorAll('[data-service=%q] tr.instance td.weight')).map(e => e.textContent).sort().join(",")`, svc), equals("1,2,3"))
-	}
-	addrs := eval("addresses", `Array.from(document.querySelectorAll('[data-service="Arith"] tr.instance td.addr')).map(e => e.textContent).sort().join(",")`, func(s string) bool { return s != "" })
-	for _, a := range pg.addrs {
-		if !strings.Contains(addrs, a) {
-			t.Fatalf("page lists %s, not %s", addrs, a)
-		}
+		eval(svc+" state", fmt.Sprintf(`document.querySelector('[data-service=%q] .service-state').textContent`, svc), equals("3 of 3 active"))
 	}
 
-	// p99 per instance: every row shows a number, and under load some
-	// Arith instance reports a positive one, with its chart.
-	eval("p99 cells", `Array.from(document.querySelectorAll('tr.instance td.p99')).every(e => /^[0-9]+(\.[0-9]+)?$/.test(e.textContent)) ? "numbers" : "not numbers"`, equals("numbers"))
-	eval("p99 under load", `Array.from(document.querySelectorAll('[data-service="Arith"] tr.instance td.p99')).some(e => parseFloat(e.textContent) > 0) ? "some" : "none"`, equals("some"))
-	eval("p99 charts", `String(document.querySelectorAll('[data-service="Arith"] tr.instance canvas.p99-chart').length)`, equals("3"))
+	// Load per server, labelled so: one row per server naming both its
+	// services, calls/s and p99 as numbers (some positive under load),
+	// and no load column in the services' tables, where it would be
+	// another service's.
+	eval("servers", `Array.from(document.querySelectorAll('tr.server')).map(r => r.dataset.addr).sort().join(",")`, equals(strings.Join(slices.Sorted(slices.Values(pg.addrs)), ",")))
+	eval("services per server", `Array.from(document.querySelectorAll('tr.server td.services')).every(e => e.textContent === "Arith, Hello") ? "both" : "not both"`, equals("both"))
+	eval("per-server label", `document.querySelector('#servers h2').textContent + " / " + document.querySelector('#servers .note').textContent`, contains("per server, not per service"))
+	eval("figures are numbers", `Array.from(document.querySelectorAll('tr.server td.cps, tr.server td.p99')).every(e => /^[0-9]+(\.[0-9]+)?$/.test(e.textContent)) ? "numbers" : "not numbers"`, equals("numbers"))
+	eval("load shows", `Array.from(document.querySelectorAll('tr.server td.cps')).some(e => parseFloat(e.textContent) > 0) && Array.from(document.querySelectorAll('tr.server td.p99')).some(e => parseFloat(e.textContent) > 0) ? "some" : "none"`, equals("some"))
+	eval("no load per service row", `String(document.querySelectorAll('#services td.cps, #services td.p99, #services canvas').length)`, equals("0"))
 
-	// The call form: Arith.Add's sum.
+	// The form: Arith.Add's template on load, Hello.Say's when the
+	// service changes; the template is accepted as it is.
 	eval("methods", `Array.from(document.querySelectorAll('#call-method option')).map(o => o.value).join(",")`, equals("Add,Div,Mul"))
+	eval("Add template", argsJSON, equals(`{"A":0,"B":0}`))
+	do("choose Hello", `(() => { const s = document.getElementById('call-service'); s.value = "Hello"; s.dispatchEvent(new Event("change")); })()`)
+	eval("Say template", `document.getElementById('call-types').dataset.method + " " + document.getElementById('call-args').value`,
+		func(s string) bool { return strings.HasPrefix(s, "Hello.Say ") && strings.Contains(s, `"field1": ""`) })
+	do("call Say", `document.getElementById('call-submit').click()`)
+	eval("Say answers its template", `document.getElementById('call-status').textContent`, func(s string) bool { return strings.HasPrefix(s, "ok from ") })
+	do("choose Arith", `(() => { const s = document.getElementById('call-service'); s.value = "Arith"; s.dispatchEvent(new Event("change")); })()`)
+	eval("Arith methods back", `Array.from(document.querySelectorAll('#call-method option')).map(o => o.value).join(",")`, equals("Add,Div,Mul"))
+	do("choose Mul", `(() => { const s = document.getElementById('call-method'); s.value = "Mul"; document.getElementById('call-args').value = "typed"; s.dispatchEvent(new Event("change")); })()`)
+	eval("Mul template", `document.getElementById('call-types').dataset.method + " " + `+argsJSON, equals(`Arith.Mul {"A":0,"B":0}`))
 	if err := chromedp.Do(bctx,
-		chromedp.SetValue(chromedp.CSS("#call-service"), "Arith"),
-		chromedp.SetValue(chromedp.CSS("#call-method"), "Add"),
-		chromedp.SetValue(chromedp.CSS("#call-args"), `{"A":19,"B":23}`),
+		chromedp.SetValue(chromedp.CSS("#call-args"), `{"A":6,"B":7}`),
 		chromedp.Click(chromedp.CSS("#call-submit")),
 	); err != nil {
 		t.Fatal(err)
 	}
 	eval("call result", `document.getElementById('call-result').textContent`, equals("42"))
-	eval("call status", `document.getElementById('call-status').textContent`, func(s string) bool { return strings.HasPrefix(s, "ok from ") })
 
-	// Malformed JSON: a clear message, and the page keeps working.
+	// Bad input: fleet call's own words and exit status.
+	arith, err := openTarget(pg.b.url+"/Arith", &connFlags{timeout: 10 * time.Second, selector: "p2c", failMode: "failover"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer arith.close()
+	_, cliErr := doCallChecked(ctx, arith, "auto", "Arith.Mul", []byte(`{"A":19,`), false)
+	if exitStatus(cliErr) != exitUsage {
+		t.Fatalf("fleet call with bad JSON: %v (exit status %d)", cliErr, exitStatus(cliErr))
+	}
 	if err := chromedp.Do(bctx,
 		chromedp.SetValue(chromedp.CSS("#call-args"), `{"A":19,`),
 		chromedp.Click(chromedp.CSS("#call-submit")),
 	); err != nil {
 		t.Fatal(err)
 	}
-	eval("bad JSON status", `document.getElementById('call-status').textContent`, equals("unknown (exit status 2)"))
-	eval("bad JSON message", `document.getElementById('call-result').textContent`, func(s string) bool { return strings.Contains(s, "not valid JSON") })
+	eval("bad JSON status", `document.getElementById('call-status').textContent`, equals("exit status 2 (bad input, not sent)"))
+	eval("bad JSON message", `document.getElementById('call-result').textContent`, equals("fleet: "+cliErr.Error()))
 
-	// Steering in the page: one more weight, then disable the instance
-	// of weight 1: its calls/s falls to zero in the page and in the
-	// server's own count; enabling it brings traffic back.
+	// Disable every instance of Arith. The first two go at once; the
+	// last one asks first, and Cancel keeps it active.
 	row := func(addr string) string {
 		return fmt.Sprintf(`document.querySelector('[data-service="Arith"] tr[data-addr=%q]')`, addr)
 	}
-	victim := pg.addrs[0] // weight 1
-	srv := pg.servers[0]
-	click := func(what, button string) {
-		t.Helper()
-		eval(what, row(victim)+`.querySelector('button.`+button+`').click() || "clicked"`, equals("clicked"))
+	dialogOpen := `String(document.getElementById('confirm').open)`
+	for _, a := range pg.addrs[:2] {
+		do("disable "+a, row(a)+`.querySelector('button.toggle').click()`)
+		eval("no confirmation for "+a, dialogOpen, equals("false"))
+		eval("disabled "+a, row(a)+`.querySelector('td.state').textContent`, equals("draining"))
 	}
-	click("weight up", "weight-up")
-	eval("new weight", row(victim)+`.querySelector('td.weight').textContent`, equals("2"))
-	click("disable", "toggle")
-	eval("disabled state", row(victim)+`.querySelector('td.state').textContent`, equals("draining"))
-	eval("no traffic in the page", row(victim)+`.querySelector('td.cps').textContent`, equals("0.0"))
-	quiet := func() bool {
-		_, before := srv.Load()
-		time.Sleep(700 * time.Millisecond)
-		_, after := srv.Load()
-		return after == before
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for !quiet() {
-		if time.Now().After(deadline) {
-			t.Fatal("the disabled server still counts new calls")
-		}
-	}
-	click("enable", "toggle")
-	eval("enabled state", row(victim)+`.querySelector('td.state').textContent`, equals("active"))
-	eval("traffic back in the page", row(victim)+`.querySelector('td.cps').textContent`, func(s string) bool { return s != "" && s != "0.0" })
-	click("weight down", "weight-down")
-	eval("weight back", row(victim)+`.querySelector('td.weight').textContent`, equals("1"))
+	last := pg.addrs[2]
+	eval("Arith state", `document.querySelector('[data-service="Arith"] .service-state').textContent`, equals("1 of 3 active"))
+	do("disable the last", row(last)+`.querySelector('button.toggle').click()`)
+	eval("confirmation", dialogOpen, equals("true"))
+	eval("confirmation text", `document.getElementById('confirm-text').textContent`, contains("last active instance of Arith"))
+	do("cancel", `document.getElementById('confirm-cancel').click()`)
+	eval("dialog closed", dialogOpen, equals("false"))
+	time.Sleep(1500 * time.Millisecond) // a steer would show within a poll
+	eval("still active", row(last)+`.querySelector('td.state').textContent`, equals("active"))
+	do("disable the last again", row(last)+`.querySelector('button.toggle').click()`)
+	eval("confirmation again", dialogOpen, equals("true"))
+	do("confirm", `document.getElementById('confirm-ok').click()`)
+	eval("last disabled", row(last)+`.querySelector('td.state').textContent`, equals("draining"))
+	eval("all draining named", `document.querySelector('[data-service="Arith"] .service-state').textContent`, equals("all instances draining"))
+	eval("Hello unaffected", `document.querySelector('[data-service="Hello"] .service-state').textContent`, equals("3 of 3 active"))
+	eval("the form warns", `document.getElementById('call-status').textContent`, equals("Arith: all instances draining; calls fail until one is enabled"))
 
-	// A last good call for the screenshot; give the load a moment to show
-	// in the charts (not asserted: the figures depend on the machine).
+	// A call now says why it cannot be made.
 	if err := chromedp.Do(bctx,
 		chromedp.SetValue(chromedp.CSS("#call-args"), `{"A":1,"B":2}`),
 		chromedp.Click(chromedp.CSS("#call-submit")),
 	); err != nil {
 		t.Fatal(err)
 	}
-	eval("second call", `document.getElementById('call-result').textContent`, equals("3"))
-	waitUntil := time.Now().Add(5 * time.Second)
-	for time.Now().Before(waitUntil) {
-		busy, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`Array.from(document.querySelectorAll('td.cps')).some(e => parseFloat(e.textContent) > 0)`))
-		if err != nil || busy {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
-	if err != nil {
+	eval("draining call status", `document.getElementById('call-status').textContent`, equals("exit status 78 (unavailable)"))
+	eval("draining call message", `document.getElementById('call-result').textContent`, contains(`all 3 instances of service "Arith" are draining`))
+	// Choosing Arith again finds no method to list while it drains.
+	do("choose Hello", `(() => { const s = document.getElementById('call-service'); s.value = "Hello"; s.dispatchEvent(new Event("change")); })()`)
+	eval("Hello methods", `Array.from(document.querySelectorAll('#call-method option')).map(o => o.value).join(",")`, equals("Say"))
+	do("choose Arith", `(() => { const s = document.getElementById('call-service'); s.value = "Arith"; s.dispatchEvent(new Event("change")); })()`)
+	eval("no methods while draining", `String(document.querySelectorAll('#call-method option').length) + " " + document.getElementById('call-status').textContent`,
+		func(s string) bool { return strings.HasPrefix(s, "0 ") && strings.Contains(s, "draining") })
+
+	// Enable one: the method list and the form recover without a reload.
+	do("enable", row(last)+`.querySelector('button.toggle').click()`)
+	eval("enabled", row(last)+`.querySelector('td.state').textContent`, equals("active"))
+	eval("Arith active again", `document.querySelector('[data-service="Arith"] .service-state').textContent`, equals("1 of 3 active"))
+	eval("methods back", `Array.from(document.querySelectorAll('#call-method option')).map(o => o.value).join(",")`, equals("Add,Div,Mul"))
+	eval("status recovered", `document.getElementById('call-status').className`, equals("muted"))
+	eval("template back", argsJSON, equals(`{"A":0,"B":0}`))
+	if err := chromedp.Do(bctx,
+		chromedp.SetValue(chromedp.CSS("#call-args"), `{"A":1,"B":2}`),
+		chromedp.Click(chromedp.CSS("#call-submit")),
+	); err != nil {
 		t.Fatal(err)
 	}
-	if len(png) < 8 || string(png[1:4]) != "PNG" {
-		t.Fatalf("screenshot is not a PNG (%d bytes)", len(png))
+	eval("call after recovery", `document.getElementById('call-result').textContent`, equals("3"))
+	for _, a := range pg.addrs[:2] {
+		do("enable "+a, row(a)+`.querySelector('button.toggle').click()`)
+		eval("enabled "+a, row(a)+`.querySelector('td.state').textContent`, equals("active"))
 	}
-	// go test -artifacts keeps it under the output directory.
-	if err := os.WriteFile(filepath.Join(t.ArtifactDir(), "dashboard.png"), png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if dir := os.Getenv("FLEET_ARTIFACTS"); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+	eval("all active", `document.querySelector('[data-service="Arith"] .service-state').textContent`, equals("3 of 3 active"))
+
+	// No sideways scroll at 800 and 360 px; screenshots at 360 and 1280.
+	noHScroll := `(() => { const e = document.documentElement; return e.scrollWidth + "<=" + e.clientWidth + " " + (e.scrollWidth <= e.clientWidth); })()`
+	shots := map[string][]byte{}
+	for _, w := range []int64{800, 360, 1280} {
+		if err := chromedp.Do(bctx, chromedp.EmulateViewport(w, 900)); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "dashboard.png"), png, 0o644); err != nil {
+		eval(fmt.Sprintf("width %d", w), `String(document.documentElement.clientWidth)`, equals(strconv.FormatInt(w, 10)))
+		eval(fmt.Sprintf("no horizontal scroll at %d px", w), noHScroll, func(s string) bool { return strings.HasSuffix(s, " true") })
+		if w == 800 {
+			continue
+		}
+		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+		if err != nil {
 			t.Fatal(err)
+		}
+		if len(png) < 8 || string(png[1:4]) != "PNG" {
+			t.Fatalf("screenshot is not a PNG (%d bytes)", len(png))
+		}
+		name := "dashboard.png"
+		if w == 360 {
+			name = "dashboard-360.png"
+		}
+		shots[name] = png
+	}
+
+	consoleMu.Lock()
+	if len(consoleErrs) > 0 {
+		t.Errorf("console errors: %q", consoleErrs)
+	}
+	consoleMu.Unlock()
+
+	for name, png := range shots {
+		// go test -artifacts keeps them under the output directory.
+		if err := os.WriteFile(filepath.Join(t.ArtifactDir(), name), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if dir := os.Getenv("FLEET_ARTIFACTS"); dir != "" {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if os.Getenv("FLEET_UPDATE_SCREENSHOT") == "1" {
-		if err := os.WriteFile(filepath.Join("..", "..", "docs", "img", "dashboard.png"), png, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join("..", "..", "docs", "img", "dashboard.png"), shots["dashboard.png"], 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

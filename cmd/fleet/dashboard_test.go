@@ -208,9 +208,9 @@ func TestDashboardAPI(t *testing.T) {
 		{"protobuf", "application/json", `{"method":"Hello.Say","args":"{\"field1\":\"x\",\"field2\":1,\"field3\":5}"}`, nil, 200, "ok", `"field3":5`, ""},
 		{"handler error", "application/json", `{"method":"Arith.Div","args":"{\"A\":1,\"B\":0}"}`, nil, 502, "unknown", "", "divide by zero"},
 		{"unknown method", "application/json", `{"method":"Arith.Nope","args":"{}"}`, nil, 502, "not_found", "", `unknown method "Nope"`},
-		{"malformed args", "application/json", `{"method":"Arith.Add","args":"{\"A\":"}`, nil, 400, "unknown", "", "not valid JSON"},
-		{"malformed body", "application/json", `{"method":`, nil, 400, "unknown", "", "request body"},
-		{"service not shown", "application/json", `{"method":"Other.Do","args":"{}"}`, nil, 400, "unknown", "", "not shown here"},
+		{"malformed args", "application/json", `{"method":"Arith.Add","args":"{\"A\":"}`, nil, 400, "", "", "not valid JSON"},
+		{"malformed body", "application/json", `{"method":`, nil, 400, "", "", "request body"},
+		{"service not shown", "application/json", `{"method":"Other.Do","args":"{}"}`, nil, 400, "", "", "not shown here"},
 		{"not JSON", "text/plain", `{"method":"Arith.Add"}`, nil, http.StatusUnsupportedMediaType, "", "", ""},
 		{"cross-site", "application/json", `{"method":"Arith.Add","args":"{}"}`, map[string]string{"Sec-Fetch-Site": "cross-site"}, http.StatusForbidden, "", "", ""},
 		{"other origin", "application/json", `{"method":"Arith.Add","args":"{}"}`, map[string]string{"Origin": "http://evil.example"}, http.StatusForbidden, "", "", ""},
@@ -267,7 +267,7 @@ func TestDashboardAPI(t *testing.T) {
 	}
 
 	// The page and its assets are served from the binary.
-	for _, p := range []string{"/", "/app.js", "/style.css"} {
+	for _, p := range []string{"/", "/app.js", "/style.css", "/favicon.svg", "/favicon.ico"} {
 		resp, err := http.Get(hs.URL + p)
 		if err != nil {
 			t.Fatal(err)

@@ -55,6 +55,7 @@ type playground struct {
 	// token is the admin token: fleet.Admin on the servers needs it
 	// ($FLEET_TOKEN, else random).
 	token string
+	stats loadStats // the load's outcomes, for reportLoad
 }
 
 // serveAddrs returns the three servers' listen addresses: addr and the
@@ -186,8 +187,11 @@ func (pg *playground) startLoad(n int) {
 				case <-jobs:
 					cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
 					var sum int
-					_ = pg.x.Call(cctx, "Add", &demo.Args{A: 1, B: 2}, &sum)
+					err := pg.x.Call(cctx, "Add", &demo.Args{A: 1, B: 2}, &sum)
 					ccancel()
+					if ctx.Err() == nil { // not stopped meanwhile
+						pg.stats.record(err)
+					}
 				}
 			}
 		}()
@@ -270,7 +274,15 @@ func runServe(ctx context.Context, f demoFlags, stdout io.Writer) error {
 	defer remove()
 	fmt.Fprintf(stdout, "registry: %s (%s)\nservers (Arith, Hello; native, gRPC, HTTP/JSON, JSON-RPC 2.0): %v\nadmin: http://%s/ %s\nadmin token (fleet.Admin): %s (%s)\nload: %d calls/s of Arith.Add\nCtrl-C stops.\n",
 		pg.b.url, pg.b.name, pg.addrs, pg.admin.Addr(), paths, pg.token, tokenAt, f.srv.load)
+	reported := make(chan struct{})
+	go func() {
+		defer close(reported)
+		if f.srv.load > 0 {
+			pg.reportLoad(ctx, stdout, loadReportInterval)
+		}
+	}()
 	<-ctx.Done()
+	<-reported // stdout is written by one goroutine at a time
 	fmt.Fprintln(stdout, "shutting down")
 	pg.stop()
 	return nil

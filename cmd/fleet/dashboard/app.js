@@ -1,11 +1,10 @@
 // Fleet dashboard: polls /api/services every second and renders each
-// service's instances with a calls/s chart; the form posts to /api/call.
+// service's instances, and each server's load with the history the
+// dashboard keeps; the form posts to /api/call.
 // No framework, no CDN: this file and style.css are embedded in the binary.
 "use strict";
 
-const history = new Map(); // "service|addr" -> calls/s samples, newest last
-const p99s = new Map(); // "service|addr" -> p99 samples (ms), newest last
-const HISTORY = 60;
+const $ = id => document.getElementById(id);
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -16,20 +15,31 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
-function spark(canvas, samples, color) {
-  const w = canvas.width = 160, h = canvas.height = 28;
+// td is a table cell with its column name, which narrow screens show
+// beside the value.
+function td(label, attrs, ...children) {
+  return el("td", Object.assign({ "data-label": label }, attrs || {}), ...children);
+}
+
+// spark draws samples ({t, v}) over the last spanMs up to nowMs.
+function spark(canvas, samples, nowMs, spanMs, color) {
+  const ratio = window.devicePixelRatio || 1;
+  const w = 180, h = 28;
+  canvas.width = w * ratio;
+  canvas.height = h * ratio;
   const ctx = canvas.getContext("2d");
-  ctx.clearRect(0, 0, w, h);
+  ctx.scale(ratio, ratio);
   ctx.fillStyle = "#eef1f6";
   ctx.fillRect(0, 0, w, h);
-  const max = Math.max(1, ...samples);
-  const bw = w / HISTORY;
-  ctx.fillStyle = color || "#2f6fdf";
-  samples.forEach((v, i) => {
-    const bh = Math.max(v > 0 ? 1 : 0, (v / max) * (h - 2));
-    const x = w - (samples.length - i) * bw;
-    ctx.fillRect(x, h - bh, Math.max(1, bw - 0.5), bh);
-  });
+  const max = Math.max(1, ...samples.map(s => s.v));
+  const bw = Math.max(1, w / (spanMs / 1000));
+  ctx.fillStyle = color;
+  for (const s of samples) {
+    const x = w - ((nowMs - s.t) / spanMs) * w;
+    if (x < -bw) continue;
+    const bh = Math.max(s.v > 0 ? 1 : 0, (s.v / max) * (h - 2));
+    ctx.fillRect(x - bw, h - bh, bw, bh);
+  }
 }
 
 // fmtMs shows milliseconds with three significant digits.
@@ -37,53 +47,70 @@ function fmtMs(ms) {
   return ms >= 100 ? ms.toFixed(0) : ms.toPrecision(3);
 }
 
+const stateWords = {
+  active: n => n.active + " of " + n.instances.length + " active",
+  all_draining: () => "all instances draining",
+  none: () => "no instance registered",
+};
+
+let lastData = null;
+
 function renderServices(data) {
-  document.getElementById("registry").textContent = "registry " + data.registry;
-  document.getElementById("updated").textContent = "updated " + new Date(data.time).toLocaleTimeString();
-  const root = document.getElementById("services");
+  const root = $("services");
   root.replaceChildren();
   for (const s of data.services) {
-    const box = el("div", { class: "service", "data-service": s.name },
-      el("h2", {}, s.name, " ", el("span", { class: "muted count" }, s.instances.length + " instance(s)")));
+    const box = el("div", { class: "service " + s.state, "data-service": s.name, "data-state": s.state },
+      el("h2", {}, s.name, " ", el("span", { class: "badge service-state " + s.state }, stateWords[s.state](s))));
     if (s.error) box.append(el("div", { class: "error" }, s.error));
+    if (s.state === "all_draining") {
+      box.append(el("div", { class: "muted draining-note" },
+        "Every instance is disabled: calls to " + s.name + " fail with unavailable until one is enabled."));
+    }
     const table = el("table", {},
-      el("thead", {}, el("tr", {}, ...["address", "weight", "group", "version", "tags", "state", "in flight", "calls/s", "last 60 s", "p99 ms", "p99, last 60 s", "steer"].map(h => el("th", {}, h)))));
+      el("thead", {}, el("tr", {}, ...["address", "weight", "group", "version", "tags", "state", "steer"].map(h => el("th", {}, h)))));
     const body = el("tbody");
     for (const i of s.instances) {
-      const key = s.name + "|" + i.addr;
-      const h = history.get(key) || [];
-      h.push(i.calls_per_second);
-      while (h.length > HISTORY) h.shift();
-      history.set(key, h);
-      const canvas = el("canvas", { class: "spark cps-chart" });
-      spark(canvas, h);
-      const p = p99s.get(key) || [];
-      p.push(i.p99_ms || 0);
-      while (p.length > HISTORY) p.shift();
-      p99s.set(key, p);
-      const pcanvas = el("canvas", { class: "spark p99-chart" });
-      spark(pcanvas, p, "#d9822b");
       body.append(el("tr", { class: "instance " + i.state, "data-addr": i.addr },
-        el("td", { class: "addr" }, i.addr),
-        el("td", { class: "num weight" }, i.weight),
-        el("td", {}, i.group || ""),
-        el("td", {}, i.version || ""),
-        el("td", {}, (i.tags || []).join(", ")),
-        el("td", { class: "state" }, i.state),
-        el("td", { class: "num inflight" }, i.inflight),
-        el("td", { class: "num cps" }, i.calls_per_second.toFixed(1)),
-        el("td", {}, canvas),
-        el("td", { class: "num p99", title: "99th percentile of the time the server took to handle the calls of its last load report" }, fmtMs(i.p99_ms || 0)),
-        el("td", {}, pcanvas),
-        el("td", { class: "steer" },
+        td("address", { class: "addr" }, i.addr),
+        td("weight", { class: "num weight" }, i.weight),
+        td("group", {}, i.group || ""),
+        td("version", {}, i.version || ""),
+        td("tags", {}, (i.tags || []).join(", ")),
+        td("state", { class: "state" }, i.state),
+        td("steer", { class: "steer" },
           el("button", { class: "weight-down", title: "weight - 1", "data-weight": Math.max(1, i.weight - 1) }, "\u2212"),
           el("button", { class: "weight-up", title: "weight + 1", "data-weight": i.weight + 1 }, "+"),
           el("button", { class: "toggle", "data-state": i.state === "draining" ? "active" : "draining" },
             i.state === "draining" ? "enable" : "disable"))));
     }
     table.append(body);
-    box.append(table);
+    box.append(el("div", { class: "scroll" }, table));
     root.append(box);
+  }
+}
+
+function renderServers(data) {
+  const now = new Date(data.time).getTime();
+  // The charts span the samples kept (at least a minute, at most the
+  // dashboard's window), so a young dashboard's history is not a sliver.
+  const oldest = Math.min(now, ...data.servers.filter(s => s.history.length).map(s => s.history[0].t));
+  const span = Math.min(data.history_seconds * 1000, Math.max(60000, now - oldest));
+  $("history-span").textContent = span >= 120000 ? Math.round(span / 60000) + " minutes" : Math.round(span / 1000) + " s";
+  const body = $("servers-body");
+  body.replaceChildren();
+  for (const s of data.servers) {
+    const cps = el("canvas", { class: "spark cps-chart", "data-samples": s.history.length });
+    spark(cps, s.history.map(p => ({ t: p.t, v: p.cps })), now, span, "#2f6fdf");
+    const p99 = el("canvas", { class: "spark p99-chart", "data-samples": s.history.length });
+    spark(p99, s.history.map(p => ({ t: p.t, v: p.p99 })), now, span, "#d9822b");
+    body.append(el("tr", { class: "server", "data-addr": s.addr },
+      td("server", { class: "addr" }, s.addr),
+      td("services", { class: "services" }, s.services.join(", ")),
+      td("in flight", { class: "num inflight" }, s.inflight),
+      td("calls/s", { class: "num cps" }, s.calls_per_second.toFixed(1)),
+      td("calls/s history", {}, cps),
+      td("p99 ms", { class: "num p99", title: "99th percentile of the time the server took to handle the calls of its last load report" }, fmtMs(s.p99_ms || 0)),
+      td("p99 history", {}, p99)));
   }
 }
 
@@ -106,18 +133,42 @@ async function steer(service, addr, change) {
 }
 
 function showSteer(text, isError) {
-  const st = document.getElementById("steer-status");
+  const st = $("steer-status");
   st.textContent = text;
   st.className = isError ? "error" : "muted";
 }
 
-document.getElementById("services").addEventListener("click", ev => {
+// confirmDisable asks before the last active instance of a service is
+// disabled; it resolves to true when the user confirms.
+function confirmDisable(service, addr) {
+  const dlg = $("confirm");
+  $("confirm-text").textContent = addr + " is the last active instance of " + service +
+    ". Disabling it leaves all instances draining: calls to " + service + " will fail until one is enabled. Disable it?";
+  return new Promise(resolve => {
+    dlg.addEventListener("close", () => resolve(dlg.returnValue === "ok"), { once: true });
+    dlg.returnValue = "";
+    dlg.showModal();
+  });
+}
+
+$("services").addEventListener("click", async ev => {
   const b = ev.target.closest("button");
   if (!b) return;
   const row = b.closest("tr.instance"), box = b.closest("[data-service]");
   const service = box.getAttribute("data-service"), addr = row.getAttribute("data-addr");
-  if (b.classList.contains("toggle")) steer(service, addr, { state: b.getAttribute("data-state") });
-  else steer(service, addr, { weight: parseInt(b.getAttribute("data-weight"), 10) });
+  if (b.classList.contains("toggle")) {
+    const to = b.getAttribute("data-state");
+    if (to === "draining") {
+      const active = box.querySelectorAll("tr.instance:not(.draining)").length;
+      if (active <= 1 && !(await confirmDisable(service, addr))) {
+        showSteer(service + " " + addr + ": left active", false);
+        return;
+      }
+    }
+    steer(service, addr, { state: to });
+  } else {
+    steer(service, addr, { weight: parseInt(b.getAttribute("data-weight"), 10) });
+  }
 });
 
 let polling = false; // a slow registry must not pile up requests
@@ -128,50 +179,120 @@ async function poll() {
     const r = await fetch("api/services", { cache: "no-store" });
     if (!r.ok) throw new Error(r.status + " " + (await r.text()));
     const data = await r.json();
+    const before = lastData;
+    lastData = data;
+    $("registry").textContent = "registry " + data.registry;
+    $("updated").textContent = "updated " + new Date(data.time).toLocaleTimeString();
+    const pe = $("page-error");
+    pe.hidden = !data.error;
+    pe.textContent = data.error || "";
     renderServices(data);
+    renderServers(data);
     fillServices(data.services.map(s => s.name));
+    recoverForm(before, data);
   } catch (e) {
-    document.getElementById("updated").textContent = "update failed: " + e.message;
+    $("updated").textContent = "update failed: " + e.message;
   } finally {
     polling = false;
   }
 }
 
-let knownServices = "";
+function serviceState(data, name) {
+  const s = data && data.services.find(s => s.name === name);
+  return s ? s.state : "none";
+}
+
+// recoverForm reloads the form's methods when the chosen service can be
+// called again (an instance came back, or was enabled) after it could
+// not, or when its methods failed to load.
+let methodsFailed = false;
+function recoverForm(before, data) {
+  const svc = $("call-service").value;
+  if (!before || !svc) return;
+  if (serviceState(data, svc) === "all_draining" && serviceState(before, svc) !== "all_draining") {
+    showStatus(svc + ": all instances draining; calls fail until one is enabled", true);
+  }
+  if (serviceState(data, svc) !== "active") return;
+  if (methodsFailed || serviceState(before, svc) !== "active") {
+    loadMethods().then(ok => {
+      if (ok && $("call-status").className === "error") showStatus(svc + " has an active instance again", false);
+    });
+  }
+}
+
+let knownServices = null;
 function fillServices(names) {
   const key = names.join(",");
   if (key === knownServices) return;
   knownServices = key;
-  const sel = document.getElementById("call-service");
+  const sel = $("call-service");
+  const keep = sel.value;
   sel.replaceChildren(...names.map(n => el("option", { value: n }, n)));
+  if (names.includes(keep)) {
+    sel.value = keep;
+    return;
+  }
   loadMethods();
 }
 
+// loadMethods fills the method list of the chosen service, then the
+// argument's template; it resolves to whether the methods loaded.
 async function loadMethods() {
-  const svc = document.getElementById("call-service").value;
-  const sel = document.getElementById("call-method");
+  const svc = $("call-service").value;
+  const sel = $("call-method");
+  if (!svc) {
+    sel.replaceChildren();
+    return false;
+  }
   try {
     const r = await fetch("api/methods?service=" + encodeURIComponent(svc));
     const data = await r.json();
-    if (!r.ok) throw new Error(data.message || r.status);
-    sel.replaceChildren(...data.methods.map(m => el("option", { value: m }, m)));
+    if (!r.ok) throw new Error(data.text || data.message || r.status);
+    if (svc !== $("call-service").value) return false; // changed meanwhile
+    const keep = sel.value;
+    const same = Array.from(sel.options).map(o => o.value).join(",") === data.methods.join(",");
+    if (!same) sel.replaceChildren(...data.methods.map(m => el("option", { value: m }, m)));
+    methodsFailed = false;
+    if (!same || keep !== sel.value || $("call-types").textContent === "") loadTemplate();
+    return true;
   } catch (e) {
     sel.replaceChildren();
+    methodsFailed = true;
     showStatus("methods of " + svc + ": " + e.message, true);
+    return false;
+  }
+}
+
+// loadTemplate puts the chosen method's zero-value argument (as fleet
+// describe prints it) in the argument box.
+async function loadTemplate() {
+  const full = $("call-service").value + "." + $("call-method").value;
+  if (!$("call-method").value) return;
+  try {
+    const r = await fetch("api/describe?method=" + encodeURIComponent(full));
+    const data = await r.json();
+    if (!r.ok) throw new Error(data.text || data.message || r.status);
+    if (full !== $("call-service").value + "." + $("call-method").value) return;
+    $("call-args").value = JSON.stringify(data.template, null, 2);
+    $("call-types").textContent = data.args + " \u2192 " + data.reply;
+    $("call-types").setAttribute("data-method", full);
+  } catch (e) {
+    $("call-types").textContent = "";
+    showStatus("template of " + full + ": " + e.message, true);
   }
 }
 
 function showStatus(text, isError) {
-  const st = document.getElementById("call-status");
+  const st = $("call-status");
   st.textContent = text;
   st.className = isError ? "error" : "muted";
 }
 
 async function call(ev) {
   ev.preventDefault();
-  const svc = document.getElementById("call-service").value;
-  const method = document.getElementById("call-method").value;
-  const out = document.getElementById("call-result");
+  const svc = $("call-service").value;
+  const method = $("call-method").value;
+  const out = $("call-result");
   out.textContent = "";
   out.className = "";
   showStatus("calling " + svc + "." + method + "...", false);
@@ -181,8 +302,9 @@ async function call(ev) {
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify({
         method: svc + "." + method,
-        args: document.getElementById("call-args").value,
-        codec: document.getElementById("call-codec").value,
+        args: $("call-args").value,
+        codec: $("call-codec").value,
+        loose: $("call-loose").checked,
       }),
     });
     const res = await r.json();
@@ -190,16 +312,22 @@ async function call(ev) {
       showStatus("ok from " + res.server + " (codec " + res.codec + ", " + res.elapsed_ms + " ms)", false);
       out.textContent = JSON.stringify(res.reply, null, 2);
     } else {
-      showStatus(res.code + " (exit status " + res.exit_status + ")", true);
+      // As fleet call reports it: its stderr line and exit status.
+      const what = res.code ? res.code : "bad input, not sent";
+      showStatus("exit status " + res.exit_status + " (" + what + ")", true);
       out.className = "error";
-      out.textContent = res.message;
+      out.textContent = res.text || res.message;
     }
   } catch (e) {
     showStatus("call failed: " + e.message, true);
   }
 }
 
-document.getElementById("call-service").addEventListener("change", loadMethods);
-document.getElementById("call-form").addEventListener("submit", call);
+$("call-service").addEventListener("change", () => {
+  $("call-types").textContent = "";
+  loadMethods();
+});
+$("call-method").addEventListener("change", loadTemplate);
+$("call-form").addEventListener("submit", call);
 poll();
 setInterval(poll, 1000);
