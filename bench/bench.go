@@ -87,6 +87,17 @@ func Render(in, out string, stdout io.Writer) (*Report, error) {
 	}
 	rep.Charts = nil
 	r := &runner{set: rep.Settings, rep: rep}
+	// Results written before the per-call CPU figures and the per-round
+	// ratios existed get them from what they have.
+	for i := range rep.Echo {
+		rep.Echo[i].cpuPerCall()
+	}
+	for i := range rep.EchoRounds {
+		rep.EchoRounds[i].cpuPerCall()
+	}
+	if len(rep.EchoRounds) > 0 {
+		rep.EchoSpread = r.echoSpreads()
+	}
 	if stdout != nil {
 		for _, s := range Scenarios {
 			if t := r.table(s); t != "" {

@@ -17,13 +17,34 @@ import (
 	"github.com/fleetrpc/fleet/bench/peers"
 )
 
-// peerColor gives each peer the same color in every chart.
+// chartColors are distinct colors for the peers of the default set, in
+// their order (Tableau 10, then two more); variants take them in turn
+// after those.
+var chartColors = []color.Color{
+	color.RGBA{0x1f, 0x77, 0xb4, 0xff}, color.RGBA{0xff, 0x7f, 0x0e, 0xff}, color.RGBA{0x2c, 0xa0, 0x2c, 0xff},
+	color.RGBA{0xd6, 0x27, 0x28, 0xff}, color.RGBA{0x94, 0x67, 0xbd, 0xff}, color.RGBA{0x8c, 0x56, 0x4b, 0xff},
+	color.RGBA{0xe3, 0x77, 0xc2, 0xff}, color.RGBA{0x7f, 0x7f, 0x7f, 0xff}, color.RGBA{0xbc, 0xbd, 0x22, 0xff},
+	color.RGBA{0x17, 0xbe, 0xcf, 0xff}, color.RGBA{0x00, 0x00, 0x00, 0xff}, color.RGBA{0xff, 0xbb, 0x78, 0xff},
+}
+
+// peerColor gives each peer the same color in every chart: the peers of
+// the default set distinct colors in report order, the variants the next
+// ones.
 func peerColor(name string) color.Color {
-	i := slices.Index(peers.Order, name)
-	if i < 0 {
-		i = len(peers.Order)
+	var names []string
+	for _, p := range peers.Default() {
+		names = append(names, p.Name)
 	}
-	return plotutil.Color(i)
+	for _, p := range peers.All() {
+		if p.Variant {
+			names = append(names, p.Name)
+		}
+	}
+	i := slices.Index(names, name)
+	if i < 0 {
+		i = len(names)
+	}
+	return chartColors[i%len(chartColors)]
 }
 
 func peerStyle(name string) (draw.LineStyle, draw.GlyphStyle) {

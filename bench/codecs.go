@@ -17,6 +17,7 @@ import (
 	"github.com/fleetrpc/fleet/bench/thriftbench"
 	"github.com/fleetrpc/fleet/codec"
 	"github.com/fleetrpc/fleet/internal/benchpb"
+	"github.com/fleetrpc/fleet/internal/gencodemsg"
 )
 
 // CodecResult is one row of scenario 5: marshal and unmarshal of the
@@ -127,7 +128,8 @@ func checkPlain(p *benchpb.Plain) error {
 }
 
 // codecCases lists Fleet's registered codecs (each on benchpb.BenchmarkMessage
-// if it encodes protobuf messages, else on benchpb.Plain), then the
+// if it encodes protobuf messages, gencode on gencodemsg.BenchmarkMessage,
+// the others on benchpb.Plain), then the
 // encodings the peers use.
 func codecCases() []codecCase {
 	var cases []codecCase
@@ -159,6 +161,23 @@ func codecCases() []codecCase {
 						return err
 					}
 					return checkProto(m)
+				},
+			})
+			continue
+		}
+		if codec.ID(id) == codec.Gencode {
+			cases = append(cases, codecCase{
+				owner: peers.Fleet, name: name, value: "gencodemsg.BenchmarkMessage",
+				marshal: marshal(gencodemsg.New()),
+				unmarshal: func(data []byte) error {
+					m := new(gencodemsg.BenchmarkMessage)
+					if err := c.Unmarshal(data, m); err != nil {
+						return err
+					}
+					if m.Field1 != benchpb.Text || m.Field3 != benchpb.Number || !m.Field81 {
+						return fmt.Errorf("decoded message differs: field1=%q field3=%d", m.Field1, m.Field3)
+					}
+					return nil
 				},
 			})
 			continue

@@ -33,6 +33,6 @@
 //
 // It owns the harness, the scenarios and the report. It may import the core
 // packages and bench/peers; nothing in the core module imports it, which is
-// why it is a module of its own (gRPC, Thrift and gonum stay out of the
-// core's graph).
+// why it is a module of its own (gRPC, Thrift, rpcx, arpc, Kitex and gonum
+// stay out of the core's graph).
 package bench

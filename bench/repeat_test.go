@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -78,5 +79,48 @@ func TestRound2Targets(t *testing.T) {
 		if got[what] != met {
 			t.Errorf("%s: met = %q, want %q", what, got[what], met)
 		}
+	}
+}
+
+// TestEchoRoundRatios checks that Fleet's ratio to a peer is taken round
+// by round (Fleet's and the peer's figures from the same round), then
+// summarized by median and range, and the per-call CPU medians.
+func TestEchoRoundRatios(t *testing.T) {
+	fleet := []float64{100, 150, 120}
+	rpcx := []float64{50, 50, 80} // ratios 2.0, 3.0, 1.5
+	var all []EchoResult
+	for i := range fleet {
+		all = append(all,
+			EchoResult{Peer: "fleet", Conns: 1, Callers: 100, Round: i + 1, Throughput: fleet[i], ClientCPU: float64(i + 1)},
+			EchoResult{Peer: "rpcx", Conns: 1, Callers: 100, Round: i + 1, Throughput: rpcx[i],
+				ClientCPUPerCall: float64(10 * (i + 1)), ServerCPUPerCall: float64(20 * (i + 1))})
+	}
+	r := &runner{rep: &Report{Echo: medianRounds(all), EchoRounds: all}}
+	sp := r.echoSpreads()
+	if len(sp) != 2 {
+		t.Fatalf("echoSpreads gave %d rows, want 2", len(sp))
+	}
+	f, p := sp[0], sp[1]
+	if f.FleetRatio != 1 || f.FleetRatioMin != 1 || f.FleetRatioMax != 1 {
+		t.Errorf("fleet's own ratio = %v (%v–%v), want 1", f.FleetRatio, f.FleetRatioMin, f.FleetRatioMax)
+	}
+	// Fleet's client CPU came only as seconds per 100k calls: 2 s/100k is
+	// 20 µs per call.
+	if f.ClientCPUPerCall != 20 {
+		t.Errorf("fleet client CPU = %v µs/call, want 20", f.ClientCPUPerCall)
+	}
+	if p.FleetRatio != 2 || p.FleetRatioMin != 1.5 || p.FleetRatioMax != 3 {
+		t.Errorf("rpcx ratio = %v (%v–%v), want median 2 range 1.5–3", p.FleetRatio, p.FleetRatioMin, p.FleetRatioMax)
+	}
+	if p.ClientCPUPerCall != 20 || p.ServerCPUPerCall != 40 {
+		t.Errorf("rpcx CPU = %v / %v µs/call, want medians 20 / 40", p.ClientCPUPerCall, p.ServerCPUPerCall)
+	}
+	// The echo table shows the median of the round ratios, not the ratio
+	// of the median rounds (120 / 50 = 2.4).
+	r.rep.EchoSpread = sp
+	r.set = Settings{EchoConns: []int{1}, EchoCallers: []int{100}}
+	tab := r.echoTable().String()
+	if !strings.Contains(tab, "2.00× ᵐ") || strings.Contains(tab, "2.40×") {
+		t.Errorf("echo table does not show the median round ratio:\n%s", tab)
 	}
 }

@@ -149,8 +149,8 @@ func (r *runner) table(scenario string) string {
 
 func (r *runner) echoTable() *table {
 	t := &table{left: 3, head: []string{"conns", "callers", "peer", "calls/s", "mean ms", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "min ms",
-		"client CPU s/100k", "server CPU s/100k", "Fleet/peer calls/s", "Fleet/peer p99"}}
-	capped := false
+		"client CPU µs/call", "server CPU µs/call", "Fleet/peer calls/s", "Fleet/peer p99"}}
+	capped, rounds := false, false
 	for _, conns := range r.set.EchoConns {
 		for _, callers := range r.set.EchoCallers {
 			fleet, hasFleet := r.echoRow(peers.Fleet, conns, callers)
@@ -163,10 +163,14 @@ func (r *runner) echoTable() *table {
 					thr = ratio(fleet.Throughput, e.Throughput)
 					p99 = ratio(float64(fleet.Latency.P99), float64(e.Latency.P99))
 				}
+				if sp, ok := r.echoSpread(e.Peer, conns, callers); ok && sp.FleetRatio > 0 {
+					thr, rounds = strconv.FormatFloat(sp.FleetRatio, 'f', 2, 64)+"× ᵐ", true
+				}
+				e.cpuPerCall()
 				t.add(strconv.Itoa(conns), num(float64(callers)), r.title(e.Peer),
 					mark(num(e.Throughput), e.Errors, e.Capped),
 					ms(e.Latency.Mean), ms(e.Latency.P50), ms(e.Latency.P99), ms(e.Latency.P999), ms(e.Latency.Max), ms(e.Latency.Min),
-					sig(e.ClientCPU), sig(e.ServerCPU), thr, p99)
+					sig(e.ClientCPUPerCall), sig(e.ServerCPUPerCall), thr, p99)
 				if e.Error != "" {
 					t.note("⚠ %s, %d conns, %d callers: %s", r.title(e.Peer), conns, callers, e.Error)
 				}
@@ -177,7 +181,21 @@ func (r *runner) echoTable() *table {
 	if capped {
 		t.note("⏱ stopped by the %v time cap before %s calls; calls/s is over the calls made.", r.set.EchoCap, num(float64(r.set.EchoCalls)))
 	}
+	t.note("CPU µs/call: user + system time over the measurement (getrusage) divided by the calls, the client's in the load generator, the server's in its own process.")
+	if rounds {
+		t.note("ᵐ the median of the per-round ratios (Fleet and the peer measured in the same round); their range is in the table below.")
+	}
 	return t
+}
+
+// echoSpread returns the --repeat summary of one peer's echo row.
+func (r *runner) echoSpread(peer string, conns, callers int) (EchoSpread, bool) {
+	for _, s := range r.rep.EchoSpread {
+		if s.Peer == peer && s.Conns == conns && s.Callers == callers {
+			return s, true
+		}
+	}
+	return EchoSpread{}, false
 }
 
 // echoSpreadTable shows, for a --repeat run, each peer's median, lowest
@@ -187,12 +205,19 @@ func (r *runner) echoSpreadTable() *table {
 	if len(r.rep.EchoSpread) == 0 {
 		return nil
 	}
-	t := &table{left: 3, head: []string{"conns", "callers", "peer", "rounds", "median calls/s", "min calls/s", "max calls/s", "spread"}}
+	t := &table{left: 3, head: []string{"conns", "callers", "peer", "rounds", "median calls/s", "min calls/s", "max calls/s", "spread",
+		"Fleet/peer median", "Fleet/peer range", "client CPU µs/call", "server CPU µs/call"}}
 	for _, s := range r.rep.EchoSpread {
+		med, rng := "—", "—"
+		if s.FleetRatio > 0 {
+			med = strconv.FormatFloat(s.FleetRatio, 'f', 2, 64) + "×"
+			rng = strconv.FormatFloat(s.FleetRatioMin, 'f', 2, 64) + "–" + strconv.FormatFloat(s.FleetRatioMax, 'f', 2, 64) + "×"
+		}
 		t.add(strconv.Itoa(s.Conns), num(float64(s.Callers)), r.title(s.Peer), strconv.Itoa(s.Rounds),
-			num(s.Median), num(s.Min), num(s.Max), fmt.Sprintf("%.1f%%", 100*s.Spread))
+			num(s.Median), num(s.Min), num(s.Max), fmt.Sprintf("%.1f%%", 100*s.Spread),
+			med, rng, sig(s.ClientCPUPerCall), sig(s.ServerCPUPerCall))
 	}
-	t.note("spread = (max - min) / median of the rounds' calls/s; the rounds run the peers interleaved.")
+	t.note("spread = (max - min) / median of the rounds' calls/s; the rounds run the peers interleaved. Fleet/peer: Fleet's calls/s over the peer's in the same round, median and range over the rounds. CPU µs/call: median over the rounds.")
 	return t
 }
 

@@ -32,6 +32,23 @@ type EchoResult struct {
 	// ClientCPU and ServerCPU are CPU seconds per 100,000 calls.
 	ClientCPU float64 `json:"client_cpu_s_per_100k"`
 	ServerCPU float64 `json:"server_cpu_s_per_100k"`
+	// ClientCPUPerCall and ServerCPUPerCall are the same in microseconds
+	// per call: the client's is this process's getrusage (user + system)
+	// delta over the measurement, the server's the server child's own
+	// getrusage delta, asked over its stdin before and after.
+	ClientCPUPerCall float64 `json:"client_cpu_us_per_call"`
+	ServerCPUPerCall float64 `json:"server_cpu_us_per_call"`
+}
+
+// cpuPerCall fills in the microseconds-per-call figures from the seconds
+// per 100,000 calls (JSON written before they existed has only those).
+func (e *EchoResult) cpuPerCall() {
+	if e.ClientCPUPerCall == 0 {
+		e.ClientCPUPerCall = e.ClientCPU * 10
+	}
+	if e.ServerCPUPerCall == 0 {
+		e.ServerCPUPerCall = e.ServerCPU * 10
+	}
 }
 
 // MathResult is one measurement of scenario 2.
@@ -125,6 +142,14 @@ func per100k(cpu time.Duration, calls int64) float64 {
 	return cpu.Seconds() / float64(calls) * 100000
 }
 
+// perCallMicros converts a CPU time to microseconds per call.
+func perCallMicros(cpu time.Duration, calls int64) float64 {
+	if calls <= 0 {
+		return 0
+	}
+	return float64(cpu.Nanoseconds()) / 1e3 / float64(calls)
+}
+
 func echoOp(c peers.Client) func(context.Context, int64) error {
 	return func(ctx context.Context, _ int64) error { return c.Echo(ctx) }
 }
@@ -215,13 +240,35 @@ type EchoSpread struct {
 	Max    float64 `json:"max_calls_per_sec"`
 	// Spread is (Max - Min) / Median, as a fraction.
 	Spread float64 `json:"spread"`
+	// FleetRatio is Fleet's calls/s divided by this peer's, round by round
+	// (both measured in the same round, interleaved): the median, lowest
+	// and highest of those per-round ratios. Zero when Fleet was not
+	// measured with the same connections and callers, and 1 for Fleet.
+	FleetRatio    float64 `json:"fleet_ratio_median,omitempty"`
+	FleetRatioMin float64 `json:"fleet_ratio_min,omitempty"`
+	FleetRatioMax float64 `json:"fleet_ratio_max,omitempty"`
+	// ClientCPUPerCall and ServerCPUPerCall are the medians over the rounds
+	// of the CPU microseconds per call.
+	ClientCPUPerCall float64 `json:"client_cpu_us_per_call"`
+	ServerCPUPerCall float64 `json:"server_cpu_us_per_call"`
 }
 
-// echoSpreads computes the spread of every peer's figures in EchoRounds.
+// echoSpreads computes the spread of every peer's figures in EchoRounds
+// and the per-round ratios of Fleet's calls/s to each peer's.
 func (r *runner) echoSpreads() []EchoSpread {
+	type key struct {
+		conns, callers, round int
+	}
+	fleet := map[key]float64{}
+	for _, e := range r.rep.EchoRounds {
+		if e.Peer == peers.Fleet && e.Errors == 0 {
+			fleet[key{e.Conns, e.Callers, e.Round}] = e.Throughput
+		}
+	}
 	var out []EchoSpread
 	for _, m := range r.rep.Echo {
 		s := EchoSpread{Peer: m.Peer, Conns: m.Conns, Callers: m.Callers, Median: m.Throughput, Min: math.Inf(1)}
+		var ratios, ccpu, scpu []float64
 		for _, e := range r.rep.EchoRounds {
 			if e.Peer != m.Peer || e.Conns != m.Conns || e.Callers != m.Callers {
 				continue
@@ -229,6 +276,12 @@ func (r *runner) echoSpreads() []EchoSpread {
 			s.Rounds++
 			s.Min = min(s.Min, e.Throughput)
 			s.Max = max(s.Max, e.Throughput)
+			e.cpuPerCall()
+			ccpu = append(ccpu, e.ClientCPUPerCall)
+			scpu = append(scpu, e.ServerCPUPerCall)
+			if f, ok := fleet[key{e.Conns, e.Callers, e.Round}]; ok && e.Throughput > 0 && e.Errors == 0 {
+				ratios = append(ratios, f/e.Throughput)
+			}
 		}
 		if s.Rounds < 2 {
 			continue
@@ -236,9 +289,29 @@ func (r *runner) echoSpreads() []EchoSpread {
 		if s.Median > 0 {
 			s.Spread = (s.Max - s.Min) / s.Median
 		}
+		s.ClientCPUPerCall, s.ServerCPUPerCall = median(ccpu), median(scpu)
+		if len(ratios) > 0 {
+			s.FleetRatio = median(ratios)
+			s.FleetRatioMin, s.FleetRatioMax = slices.Min(ratios), slices.Max(ratios)
+		}
 		out = append(out, s)
 	}
 	return out
+}
+
+// median returns the median of xs (the mean of the middle two for an even
+// count), or 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
 func (r *runner) echoPeer(ctx context.Context, p *peers.Peer) error {
@@ -271,6 +344,7 @@ func (r *runner) echoPeer(ctx context.Context, p *peers.Peer) error {
 				Calls: m.calls, Errors: m.errors, Abandoned: m.abandoned, Error: m.errString(), Capped: m.capped,
 				Seconds: m.elapsed.Seconds(), Throughput: m.throughput(), Latency: summarize(m.samples),
 				ClientCPU: per100k(m.clientCPU, m.calls), ServerCPU: per100k(m.serverCPU, m.calls),
+				ClientCPUPerCall: perCallMicros(m.clientCPU, m.calls), ServerCPUPerCall: perCallMicros(m.serverCPU, m.calls),
 			})
 			if ctx.Err() != nil {
 				c.Close()

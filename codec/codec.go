@@ -36,6 +36,7 @@ const (
 	Protobuf ID = 2 // google.golang.org/protobuf, proto.Message values
 	MsgPack  ID = 3 // github.com/vmihailenco/msgpack/v5
 	Gob      ID = 4 // encoding/gob, one self-describing stream per value
+	Gencode  ID = 5 // gencode's generated Size/Marshal/Unmarshal (GencodeMessage)
 )
 
 var table [256]atomic.Pointer[Codec]

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetrpc/fleet/codec"
 	"github.com/fleetrpc/fleet/internal/benchpb"
+	"github.com/fleetrpc/fleet/internal/gencodemsg"
 )
 
 func TestRegistered(t *testing.T) {
@@ -25,6 +26,7 @@ func TestRegistered(t *testing.T) {
 		{codec.Protobuf, "protobuf"},
 		{codec.MsgPack, "msgpack"},
 		{codec.Gob, "gob"},
+		{codec.Gencode, "gencode"},
 	}
 	for _, tt := range tests {
 		c := codec.Get(tt.id)
@@ -95,6 +97,9 @@ func TestRoundTrip(t *testing.T) {
 		{"gob/plain", codec.GobCodec{}, benchpb.NewPlain(), func() any { return new(benchpb.Plain) }, nil},
 		{"gob/proto", codec.GobCodec{}, benchpb.New(), func() any { return new(benchpb.BenchmarkMessage) }, nil},
 		{"gob/nested", codec.GobCodec{}, newNested(), func() any { return new(nested) }, nil},
+		{"gencode/benchmark", codec.GencodeCodec{}, gencodemsg.New(), func() any { return new(gencodemsg.BenchmarkMessage) }, nil},
+		{"gencode/slice", codec.GencodeCodec{}, gencodeWithSlice(), func() any { return new(gencodemsg.BenchmarkMessage) }, nil},
+		{"gencode/empty", codec.GencodeCodec{}, new(gencodemsg.BenchmarkMessage), func() any { return new(gencodemsg.BenchmarkMessage) }, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -177,6 +182,8 @@ func TestErrors(t *testing.T) {
 		nilBytes *[]byte
 	)
 	gobPlain, _ := codec.GobCodec{}.Marshal(benchpb.NewPlain())
+	gen, _ := codec.GencodeCodec{}.Marshal(gencodeWithSlice())
+	var nilGen *gencodemsg.BenchmarkMessage
 	msgpPlain, _ := codec.MsgPackCodec{}.Marshal(benchpb.NewPlain())
 	deep := append(bytes.Repeat([]byte{0x91}, 20000), 0xc0) // [[[...nil...]]]
 	tests := []struct {
@@ -233,6 +240,16 @@ func TestErrors(t *testing.T) {
 		{"gob/unmarshal bad length prefix", codec.GobCodec{}, false, new(benchpb.Plain), []byte{0x80, 0x01}, "length"},
 		{"gob/unmarshal trailing", codec.GobCodec{}, false, new(benchpb.Plain), append(bytes.Clone(gobPlain), gobPlain...), "trailing data"},
 		{"gob/unmarshal wrong type", codec.GobCodec{}, false, new(int), gobPlain, "codec gob"},
+
+		{"gencode/marshal wrong type", codec.GencodeCodec{}, true, benchpb.New(), nil, "unsupported type *benchpb.BenchmarkMessage (want gencode's"},
+		{"gencode/marshal nil", codec.GencodeCodec{}, true, nil, nil, "unsupported type <nil>"},
+		{"gencode/marshal nil pointer", codec.GencodeCodec{}, true, nilGen, nil, "codec gencode: encoding *gencodemsg.BenchmarkMessage"},
+		{"gencode/unmarshal wrong type", codec.GencodeCodec{}, false, new(benchpb.BenchmarkMessage), gen, "want gencode's generated"},
+		{"gencode/unmarshal nil pointer", codec.GencodeCodec{}, false, nilGen, gen, "codec gencode: malformed"},
+		{"gencode/unmarshal empty", codec.GencodeCodec{}, false, new(gencodemsg.BenchmarkMessage), nil, "codec gencode: malformed 0-byte payload"},
+		{"gencode/unmarshal truncated", codec.GencodeCodec{}, false, new(gencodemsg.BenchmarkMessage), gen[:len(gen)-1], "codec gencode: malformed"},
+		{"gencode/unmarshal trailing", codec.GencodeCodec{}, false, new(gencodemsg.BenchmarkMessage), append(bytes.Clone(gen), 0), "read 538 of 539 bytes"},
+		{"gencode/unmarshal lying string", codec.GencodeCodec{}, false, new(gencodemsg.BenchmarkMessage), []byte{0xff, 0xff, 0xff, 0x7f, 'a'}, "codec gencode: malformed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -291,6 +308,7 @@ func TestConcurrent(t *testing.T) {
 		{codec.MsgPackCodec{}, benchpb.NewPlain(), func() any { return new(benchpb.Plain) }},
 		{codec.GobCodec{}, benchpb.NewPlain(), func() any { return new(benchpb.Plain) }},
 		{codec.RawCodec{}, []byte("raw"), func() any { return new([]byte) }},
+		{codec.GencodeCodec{}, gencodeWithSlice(), func() any { return new(gencodemsg.BenchmarkMessage) }},
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 8*len(cases))

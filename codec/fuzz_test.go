@@ -5,6 +5,7 @@ import (
 
 	"github.com/fleetrpc/fleet/codec"
 	"github.com/fleetrpc/fleet/internal/benchpb"
+	"github.com/fleetrpc/fleet/internal/gencodemsg"
 )
 
 // FuzzUnmarshal feeds arbitrary payloads to every built-in codec: none may
@@ -13,13 +14,15 @@ import (
 func FuzzUnmarshal(f *testing.F) {
 	f.Add(byte(codec.MsgPack), []byte{0x80})
 	f.Fuzz(func(t *testing.T, id byte, data []byte) {
-		c := codec.Get(codec.ID(id % 5))
+		c := codec.Get(codec.ID(id % 6))
 		var targets []any
-		switch codec.ID(id % 5) {
+		switch codec.ID(id % 6) {
 		case codec.Raw:
 			targets = []any{new([]byte)}
 		case codec.Protobuf:
 			targets = []any{new(benchpb.BenchmarkMessage)}
+		case codec.Gencode:
+			targets = []any{new(gencodemsg.BenchmarkMessage)}
 		default:
 			targets = []any{new(benchpb.Plain), new(any), new(map[string]any), new([]uint64)}
 		}

@@ -6,4 +6,5 @@ func init() {
 	Register(Protobuf, ProtobufCodec{})
 	Register(MsgPack, MsgPackCodec{})
 	Register(Gob, GobCodec{})
+	Register(Gencode, GencodeCodec{})
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/fleetrpc/fleet/codec"
 	"github.com/fleetrpc/fleet/internal/benchpb"
+	"github.com/fleetrpc/fleet/internal/gencodemsg"
 )
 
 // FuzzRoundTrip checks decode→encode→decode for every built-in codec into
@@ -14,10 +15,10 @@ import (
 // whatever a codec decodes must encode, decode again, and encode to the
 // same bytes the second time (the first encoding is canonical, so the
 // round trip is a fixed point). The first byte of the fuzz input picks the
-// codec (modulo 5). The seed corpus is in testdata/fuzz/FuzzRoundTrip.
+// codec (modulo 6). The seed corpus is in testdata/fuzz/FuzzRoundTrip.
 func FuzzRoundTrip(f *testing.F) {
 	plain := benchpb.Plain{Field1: "fleet", Field2: 7, Field5: []uint64{1, 2}, Field80: true}
-	for _, id := range []codec.ID{codec.Raw, codec.JSON, codec.Protobuf, codec.MsgPack, codec.Gob} {
+	for _, id := range []codec.ID{codec.Raw, codec.JSON, codec.Protobuf, codec.MsgPack, codec.Gob, codec.Gencode} {
 		var v any = benchpb.NewPlain()
 		if id == codec.JSON || id == codec.MsgPack {
 			b, _ := codec.Get(id).Marshal(&plain)
@@ -28,6 +29,8 @@ func FuzzRoundTrip(f *testing.F) {
 			v = []byte("raw bytes")
 		case codec.Protobuf:
 			v = benchpb.New()
+		case codec.Gencode:
+			v = gencodemsg.New()
 		}
 		b, err := codec.Get(id).Marshal(v)
 		if err != nil {
@@ -36,7 +39,7 @@ func FuzzRoundTrip(f *testing.F) {
 		f.Add(byte(id), b)
 	}
 	f.Fuzz(func(t *testing.T, id byte, data []byte) {
-		cid := codec.ID(id % 5)
+		cid := codec.ID(id % 6)
 		c := codec.Get(cid)
 		fresh := func() any {
 			switch cid {
@@ -44,6 +47,8 @@ func FuzzRoundTrip(f *testing.F) {
 				return new([]byte)
 			case codec.Protobuf:
 				return new(benchpb.BenchmarkMessage)
+			case codec.Gencode:
+				return new(gencodemsg.BenchmarkMessage)
 			}
 			return new(benchpb.Plain)
 		}

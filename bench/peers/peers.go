@@ -118,7 +118,7 @@ func Register(p *Peer) {
 
 // Order is the order in which peers appear in reports: Fleet first, the raw
 // ceilings last.
-var Order = []string{Fleet, FleetTyped, FleetValue, FleetVT, FleetObserved, FleetObservedAll, RPCX, GRPC, Thrift, NetRPC, JSONRPC, Raw, GobStream}
+var Order = []string{Fleet, FleetTyped, FleetValue, FleetVT, FleetObserved, FleetObservedAll, FleetGencode, RPCX, ARPC, Kitex, KitexMux, GRPC, Thrift, NetRPC, JSONRPC, Raw, GobStream}
 
 // All returns the registered peers in Order.
 func All() []*Peer {
@@ -174,9 +174,17 @@ const (
 	// FleetValue is Fleet with Hello.Say on a value receiver.
 	FleetValue = "fleet-value"
 	// FleetVT is Fleet with the echo message's vtprotobuf methods.
-	FleetVT   = "fleet-vt"
-	GRPC      = "grpc"
-	RPCX      = "rpcx"
+	FleetVT = "fleet-vt"
+	// FleetGencode is Fleet echoing the gencode-generated message with
+	// codec.Gencode.
+	FleetGencode = "fleet-gencode"
+	GRPC         = "grpc"
+	RPCX         = "rpcx"
+	ARPC         = "arpc"
+	// Kitex is Kitex with its long-connection pool, KitexMux with its
+	// multiplexed connection.
+	Kitex     = "kitex"
+	KitexMux  = "kitex-mux"
 	Thrift    = "thrift"
 	NetRPC    = "netrpc"
 	JSONRPC   = "jsonrpc"

@@ -161,7 +161,7 @@ func TestVariants(t *testing.T) {
 			}
 		})
 	}
-	if !slices.Equal(names, []string{peers.FleetTyped, peers.FleetValue, peers.FleetVT, peers.FleetObserved, peers.FleetObservedAll, peers.FleetGateway}) {
+	if !slices.Equal(names, []string{peers.FleetTyped, peers.FleetValue, peers.FleetVT, peers.FleetObserved, peers.FleetObservedAll, peers.FleetGencode, peers.FleetGateway}) {
 		t.Errorf("variants = %v", names)
 	}
 }
