@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"iter"
@@ -14,6 +15,7 @@ import (
 
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
+	"connectrpc.com/connect/v2/connectproto"
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/codec"
 	"github.com/fleetrpc/fleet/server"
@@ -30,31 +32,34 @@ import (
 // bytes as they came (rawMessage, through rawCodec) and which hands them
 // to Server.Invoke or Server.InvokeStream, like the gRPC route.
 
-// isConnectRequest reports whether r is a Connect or gRPC-Web request, by
-// the content types and markers of the protocols: any gRPC-Web content
-// type (application/grpc-web, -web+proto, -web+json, -web-text, ...), a
+// isConnectRequest reports whether r is a Connect or gRPC-Web request:
+// any request with a Connect-Protocol-Version header (connect-es,
+// connect-go and buf curl send it; connect-go then answers a wrong verb
+// or content type as the protocol says), a gRPC-Web content type
+// (application/grpc-web, -web+proto, -web+json, -web-text, ...), a
 // Connect streaming type (application/connect+...), Connect unary binary
-// (application/proto), Connect unary JSON when the request carries the
-// Connect-Protocol-Version header (without it, application/json is
-// HTTP/JSON), and a GET with the Connect query parameters (connect=v1 or
-// encoding=...).
+// (application/proto), a GET with the Connect query parameters
+// (connect=v1 or encoding=...), and gRPC with the JSON codec
+// (application/grpc+json), which connect-go's gRPC handler serves when
+// the request reaches net/http (over TLS, or cleartext HTTP/2 with
+// WithH2CToHTTP). Without Connect-Protocol-Version, application/json is
+// HTTP/JSON.
 func isConnectRequest(r *http.Request) bool {
+	if r.Header.Get("Connect-Protocol-Version") != "" {
+		return true
+	}
 	ct := strings.ToLower(r.Header.Get("Content-Type"))
 	switch r.Method {
-	case http.MethodPost:
-		switch {
-		case strings.HasPrefix(ct, "application/grpc-web"),
-			strings.HasPrefix(ct, "application/connect+"),
-			ct == "application/proto" || strings.HasPrefix(ct, "application/proto;"):
-			return true
-		case strings.HasPrefix(ct, "application/json") && r.Header.Get("Connect-Protocol-Version") != "":
-			return true
-		}
 	case http.MethodGet:
 		q := r.URL.Query()
 		return q.Get("connect") != "" || q.Get("encoding") != ""
+	case http.MethodOptions:
+		return false
 	}
-	return false
+	return strings.HasPrefix(ct, "application/grpc-web") ||
+		strings.HasPrefix(ct, "application/connect+") ||
+		strings.HasPrefix(ct, "application/grpc+json") ||
+		ct == "application/proto" || strings.HasPrefix(ct, "application/proto;")
 }
 
 // connectRoute holds the connect-go handlers, one per Fleet method, built
@@ -98,7 +103,7 @@ func (c *connectRoute) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	svc, method, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	if !ok || svc == "" || method == "" || strings.Contains(method, "/") {
-		_ = c.errs.Write(w, r, connect.Errorf(connect.CodeUnimplemented, "path %q is not /{service}/{method}", r.URL.Path))
+		c.unknown(w, r, svc, method)
 		return
 	}
 	key, schema, found := c.lookup(svc, method)
@@ -108,7 +113,7 @@ func (c *connectRoute) serve(w http.ResponseWriter, r *http.Request) {
 			_ = c.errs.Write(w, r, connectError(err))
 			return
 		}
-		_ = c.errs.Write(w, r, connect.Errorf(connect.CodeUnimplemented, "unknown method %s/%s", svc, method))
+		c.unknown(w, r, svc, method)
 		return
 	}
 	if key.kind == connect.StreamTypeUnary {
@@ -127,6 +132,21 @@ func (c *connectRoute) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.(http.Handler).ServeHTTP(w, r)
+}
+
+// unknown answers a call of an unknown method: over gRPC and gRPC-Web the
+// status Unimplemented, over Connect 404 with the error unimplemented (as
+// connect-go answers a path it does not route).
+func (c *connectRoute) unknown(w http.ResponseWriter, r *http.Request, svc, method string) {
+	err := connect.Errorf(connect.CodeUnimplemented, "unknown method %s/%s", svc, method)
+	if strings.HasPrefix(strings.ToLower(r.Header.Get("Content-Type")), "application/grpc") {
+		_ = c.errs.Write(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusNotFound)
+	msg, _ := json.Marshal(err.Message())
+	_, _ = io.WriteString(w, `{"code":"unimplemented","message":`+string(msg)+`}`)
 }
 
 // lookup finds the Fleet method of a Connect path and, when the protobuf
@@ -338,18 +358,26 @@ type rawCodec struct{ name string }
 
 func (c rawCodec) Name() string { return c.name }
 
-func (c rawCodec) MarshalWrite(_ context.Context, dst io.Writer, msg any) error {
+func (c rawCodec) MarshalWrite(ctx context.Context, dst io.Writer, msg any) error {
 	m, ok := msg.(*rawMessage)
 	if !ok {
+		// connect-go's own messages (the google.rpc.Status of a gRPC
+		// error) go through the protobuf codec.
+		if c.name == connect.CodecNameProto {
+			return protoCodec.MarshalWrite(ctx, dst, msg)
+		}
 		return connect.Errorf(connect.CodeInternal, "gateway: cannot encode %T", msg)
 	}
 	_, err := dst.Write(*m)
 	return err
 }
 
-func (c rawCodec) UnmarshalRead(_ context.Context, src io.Reader, msg any) error {
+func (c rawCodec) UnmarshalRead(ctx context.Context, src io.Reader, msg any) error {
 	m, ok := msg.(*rawMessage)
 	if !ok {
+		if c.name == connect.CodecNameProto {
+			return protoCodec.UnmarshalRead(ctx, src, msg)
+		}
 		return connect.Errorf(connect.CodeInternal, "gateway: cannot decode into %T", msg)
 	}
 	var b bytes.Buffer
@@ -359,6 +387,8 @@ func (c rawCodec) UnmarshalRead(_ context.Context, src io.Reader, msg any) error
 	*m = b.Bytes()
 	return nil
 }
+
+var protoCodec = connectproto.NewBinaryCodec()
 
 // MarshalWriteStable is MarshalWrite: the bytes are the client's or the
 // handler's, already in their final form.
@@ -444,7 +474,7 @@ func connectError(err error) error {
 	if errors.As(err, &ce) {
 		return ce
 	}
-	return connect.NewError(ConnectCode(fleet.CodeOf(err)), fleetMessage(err))
+	return withDetails(connect.NewError(ConnectCode(fleet.CodeOf(err)), fleetMessage(err)), err)
 }
 
 // fleetFromConnect turns an error of connect-go's stream into a

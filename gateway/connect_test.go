@@ -124,7 +124,7 @@ func TestConnectWire(t *testing.T) {
 		{"bad JSON", "/Plain/Join", `{"A":`, connectJSON, 400, "invalid_argument"},
 		{"bad proto", "/Hello/Say", "\xff\xff\xff", map[string]string{"Content-Type": "application/proto"}, 400, "invalid_argument"},
 		{"deep JSON", "/Plain/Join", strings.Repeat("[", 200), connectJSON, 400, "invalid_argument"},
-		{"unknown", "/Nope/Say", `{}`, connectJSON, 501, "unimplemented"},
+		{"unknown", "/Nope/Say", `{}`, connectJSON, 404, "unimplemented"},
 		{"cross-origin", "/Plain/Join", `{}`, map[string]string{"Content-Type": "application/json", "Connect-Protocol-Version": "1", "Origin": "https://evil.example"}, 403, "permission_denied"},
 		{"cross-site", "/Plain/Join", `{}`, map[string]string{"Content-Type": "application/json", "Connect-Protocol-Version": "1", "Sec-Fetch-Site": "cross-site"}, 403, "permission_denied"},
 		{"bad timeout", "/Plain/Join", `{}`, map[string]string{"Content-Type": "application/json", "Connect-Protocol-Version": "1", "Connect-Timeout-Ms": "-5"}, 400, "invalid_argument"},
