@@ -3,6 +3,7 @@ module github.com/fleetrpc/fleet/conformance
 go 1.26.8
 
 require (
+	github.com/chromedp/chromedp v0.23.0
 	github.com/fleetrpc/fleet v0.0.0-00010101000000-000000000000
 	github.com/fleetrpc/fleet/gateway v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
@@ -20,7 +21,9 @@ require (
 	github.com/andybalholm/brotli v1.2.6 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/cenkalti/backoff/v4 v4.1.1 // indirect
+	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/desertbit/timer v0.0.0-20180107155436-c41aec40b27f // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/golang/snappy v1.0.0 // indirect
 	github.com/google/cel-go v0.29.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
