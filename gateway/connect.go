@@ -77,12 +77,19 @@ type connectKey struct {
 	kind            connect.StreamType
 }
 
+// connectCompressMin is the size from which Connect and gRPC-Web answers
+// are compressed for clients that accept gzip, in bytes.
+const connectCompressMin = 1024
+
 func newConnectRoute(g *Gateway) *connectRoute {
 	l := g.srv.Limits()
 	opts := []connecthttp.Option{
 		connecthttp.WithCodecs(rawCodec{name: connect.CodecNameProto}, rawCodec{name: connect.CodecNameJSON}),
 		connecthttp.WithReadMaxBytes(l.MaxDecompressedSize),
 		connecthttp.WithSendMaxBytes(l.MaxFrameSize),
+		// Answers to clients that accept gzip are compressed from 1 KiB:
+		// below that, gzip costs more CPU than the bytes it saves.
+		connecthttp.WithCompressMinBytes(connectCompressMin),
 	}
 	return &connectRoute{g: g, errs: connecthttp.NewErrorWriter(opts...), opts: opts}
 }
