@@ -124,9 +124,13 @@ func (c *connectRoute) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if key.kind == connect.StreamTypeUnary {
+		// The body within the body timeout (then no read deadline while
+		// the handler runs), the answer within the write timeout from
+		// its start.
 		rc := http.NewResponseController(w)
 		_ = rc.SetReadDeadline(time.Now().Add(g.opts.limits.bodyTimeout))
-		_ = rc.SetWriteDeadline(time.Now().Add(g.opts.limits.writeTimeout))
+		r.Body = &bodyDeadline{ReadCloser: r.Body, rc: rc}
+		w = &deadlineWriter{ResponseWriter: w, rc: rc, timeout: g.opts.limits.writeTimeout}
 	}
 	h, ok := c.handlers.Load(key)
 	if !ok {
@@ -139,6 +143,27 @@ func (c *connectRoute) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.(http.Handler).ServeHTTP(w, r)
+}
+
+// bodyDeadline clears the connection's read deadline once the body has
+// been read to its end, so that it does not fire while the handler runs.
+type bodyDeadline struct {
+	io.ReadCloser
+	rc *http.ResponseController
+}
+
+func (b *bodyDeadline) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// Close clears the read deadline too (a GET's body is closed unread).
+func (b *bodyDeadline) Close() error {
+	_ = b.rc.SetReadDeadline(time.Time{})
+	return b.ReadCloser.Close()
 }
 
 // unknown answers a call of an unknown method: over gRPC and gRPC-Web the

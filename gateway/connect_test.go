@@ -341,3 +341,25 @@ func TestGRPCWebText(t *testing.T) {
 		t.Fatalf("server stream: %d messages, trailer %q", len(msgs), tr)
 	}
 }
+
+// TestConnectSlowHandler: a unary handler that runs longer than the body
+// and write timeouts is answered: the body timeout ends when the body has
+// been read, the write timeout starts with the answer.
+func TestConnectSlowHandler(t *testing.T) {
+	srv := server.New(server.WithLogger(discard()))
+	if err := server.Handle(srv, "Slow", "Do", func(ctx context.Context, in *string, out *string) error {
+		time.Sleep(300 * time.Millisecond)
+		*out = *in
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(srv, gateway.WithLogger(discard()), gateway.WithBodyTimeout(100*time.Millisecond), gateway.WithWriteTimeout(100*time.Millisecond), gateway.WithH2CToHTTP(true))
+	addr := serveGateway(t, g)
+	for _, hc := range []*http.Client{httpClient(t), h2cClient(t)} {
+		resp, body := post(t, hc, "http://"+addr+"/Slow/Do", `"x"`, map[string]string{"Content-Type": "application/json", "Connect-Protocol-Version": "1"})
+		if resp.StatusCode != 200 || string(body) != `"x"` {
+			t.Fatalf("%s: %d %s", resp.Proto, resp.StatusCode, body)
+		}
+	}
+}
