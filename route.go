@@ -13,5 +13,7 @@ const (
 	RouteGRPC      Route = "grpc"      // the gateway's gRPC side
 	RouteHTTP      Route = "http"      // the gateway's HTTP/JSON side
 	RouteJSONRPC   Route = "jsonrpc"   // the gateway's JSON-RPC 2.0 side
+	RouteConnect   Route = "connect"   // the gateway's Connect side
+	RouteGRPCWeb   Route = "grpcweb"   // the gateway's gRPC-Web side
 	RouteInProcess Route = "inprocess" // Server.Invoke or InvokeStream called without a route, in process
 )

@@ -1,9 +1,11 @@
 // Package gateway serves a Fleet server's services to clients that do not
 // speak Fleet's native protocol, on the same port: gRPC (HTTP/2, h2c),
-// HTTP/JSON (POST /{service}/{method}) and JSON-RPC 2.0 (POST / and
-// POST /jsonrpc). Every call runs through server.Server.Invoke, so it meets
-// the same auth function, interceptors, hooks, limits and Shutdown as a
-// native call.
+// Connect and gRPC-Web (HTTP/1.1 and HTTP/2, through connect-go's
+// handlers; CORS for browser pages with WithCORS), HTTP/JSON
+// (POST /{service}/{method}) and JSON-RPC 2.0 (POST / and POST /jsonrpc).
+// Every call runs through server.Server.Invoke (streams through
+// InvokeStream), so it meets the same auth function, interceptors, hooks,
+// limits and Shutdown as a native call.
 //
 // Gateway.Serve takes a listener and reads the first bytes of each
 // connection: a Fleet frame (a 4-byte length prefix, then the magic
@@ -29,7 +31,8 @@
 // (TLS with ALPN h2, or http.Protocols with UnencryptedHTTP2 for h2c).
 //
 // HTTP/JSON and JSON-RPC accept only application/json requests that a
-// browser did not mark cross-site, and serve fleet.Admin only for a
+// browser did not mark cross-site (Connect and gRPC-Web likewise, unless
+// WithCORS allows the page's origin), and serve fleet.Admin only for a
 // server with an auth function; with one, gRPC reflection and per-service
 // health need the token too. Every HTTP/2 connection has a stream limit
 // (WithMaxConcurrentStreams, 100), a 64 KiB header list

@@ -40,6 +40,7 @@ type options struct {
 	logger         *slog.Logger
 	limits         httpLimits
 	closedLiveness bool
+	cors           *CORS
 }
 
 func defaultOptions() options {
@@ -143,6 +144,8 @@ type Gateway struct {
 	httpLis *chanListener
 	grpcLis *chanListener
 	authOn  bool // the server has an auth function
+	connect *connectRoute
+	cors    *corsPolicy // nil without WithCORS
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -169,7 +172,9 @@ func New(srv *server.Server, opts ...Option) *Gateway {
 	g.authOn, _ = srv.Authenticate(context.Background(), "", "", nil)
 	g.grpc = g.newGRPC()
 	g.registerIntrospection()
-	g.handler = http.HandlerFunc(g.serveHTTP)
+	g.connect = newConnectRoute(g)
+	g.cors = newCORSPolicy(g.opts.cors)
+	g.handler = http.HandlerFunc(g.routeHTTP)
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	protos.SetHTTP2(true)
@@ -189,11 +194,26 @@ func New(srv *server.Server, opts ...Option) *Gateway {
 	return g
 }
 
-// Handler returns the HTTP side as an http.Handler: gRPC for requests
-// whose Content-Type begins with application/grpc (HTTP/2 only), JSON-RPC
-// 2.0 for POST / and POST /jsonrpc, HTTP/JSON for POST /{service}/{method}.
-// It is safe for concurrent use.
+// Handler returns the HTTP side as an http.Handler: Connect and gRPC-Web
+// for requests of their content types (isConnectRequest; Connect unary
+// JSON is told from HTTP/JSON by its Connect-Protocol-Version header),
+// gRPC for requests whose Content-Type begins with application/grpc
+// (HTTP/2 only), JSON-RPC 2.0 for POST / and POST /jsonrpc, HTTP/JSON for
+// POST /{service}/{method}; CORS preflights with WithCORS. It is safe for
+// concurrent use.
 func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// routeHTTP sends an HTTP request to its protocol's side.
+func (g *Gateway) routeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case isConnectRequest(r):
+		g.connect.serve(w, r)
+	case g.cors != nil && isPreflight(r):
+		g.cors.preflight(w, r)
+	default:
+		g.serveHTTP(w, r)
+	}
+}
 
 // Serve accepts connections on lis and serves each by its first bytes (see
 // the package doc) until Shutdown or Close, then returns ErrClosed; other

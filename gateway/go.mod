@@ -11,8 +11,11 @@ require (
 )
 
 require (
+	connectrpc.com/connect/v2 v2.0.2 // indirect
+	connectrpc.com/cors v0.1.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
+	github.com/rs/cors v1.11.1 // indirect
 	github.com/sony/gobreaker/v2 v2.4.0 // indirect
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect

@@ -143,7 +143,7 @@ func (g *Gateway) handleGRPCStream(ss grpc.ServerStream, name string, d server.S
 		ss.SetTrailer(metadata.New(trailer))
 	}
 	if err != nil {
-		return status.Error(GRPCCode(fleet.CodeOf(err)), fleetMessage(err))
+		return grpcStatus(err)
 	}
 	return nil
 }
@@ -206,9 +206,9 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 	if err != nil {
 		code := GRPCCode(fleet.CodeOf(err))
 		if _, _, known := g.fleetName(svc, method); code == codes.NotFound && !known {
-			code = codes.Unimplemented // gRPC's code for an unknown method
+			return status.Error(codes.Unimplemented, fleetMessage(err)) // gRPC's code for an unknown method
 		}
-		return status.Error(code, fleetMessage(err))
+		return grpcStatus(err)
 	}
 	out := rawFrame(reply)
 	return ss.SendMsg(&out)

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connecthttp"
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/client"
 	"github.com/fleetrpc/fleet/internal/benchpb"
@@ -39,6 +41,14 @@ func TestRoutesReachInterceptors(t *testing.T) {
 	if resp, b := post(t, hc, "http://"+addr+"/jsonrpc", `{"jsonrpc":"2.0","method":"Arith.Mul","params":{"A":2,"B":3},"id":1}`, nil); resp.StatusCode != 200 || string(b) != `{"jsonrpc":"2.0","result":6,"id":1}` {
 		t.Fatalf("JSON-RPC: %d %s", resp.StatusCode, b)
 	}
+	cj := map[string]string{"Content-Type": "application/json", "Connect-Protocol-Version": "1"}
+	if resp, b := post(t, hc, "http://"+addr+"/Arith/Add", `{"A":1,"B":1}`, cj); resp.StatusCode != 200 || string(b) != "2" {
+		t.Fatalf("Connect: %d %s", resp.StatusCode, b)
+	}
+	web := connect.NewClient(connecthttp.NewTransport(hc, "http://"+addr, connecthttp.WithGRPCWeb()))
+	if err := web.CallUnary(context.Background(), unarySpec("/Hello/Say"), benchpb.New(), new(benchpb.BenchmarkMessage)); err != nil {
+		t.Fatalf("gRPC-Web: %v", err)
+	}
 	c, err := client.Dial(context.Background(), "tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +60,7 @@ func TestRoutesReachInterceptors(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	want := []string{"grpc Hello.Say", "http Arith.Add", "jsonrpc Arith.Mul", "native Arith.Add"}
+	want := []string{"grpc Hello.Say", "http Arith.Add", "jsonrpc Arith.Mul", "connect Arith.Add", "grpcweb Hello.Say", "native Arith.Add"}
 	if !slices.Equal(routes, want) {
 		t.Fatalf("interceptor saw %q, want %q", routes, want)
 	}
