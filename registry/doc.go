@@ -1,7 +1,9 @@
 // Package registry defines how Fleet servers announce themselves and how
 // clients find them: a server-side Registrar and a client-side Discovery,
 // two small interfaces with one implementation per backend in the
-// subpackages (static, etcd, zookeeper, redis, nats, mdns).
+// subpackages (static, etcd, zookeeper, redis, nats, mdns). A Discovery
+// that can enumerate its registry's services also implements the optional
+// ServiceLister (every backend but mdns).
 //
 // This package has no dependencies beyond the standard library, so core
 // packages may import it; the backends' clients live only in their

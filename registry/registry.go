@@ -136,3 +136,17 @@ type Discovery interface {
 	// Close releases the registry connection and ends every watch.
 	Close() error
 }
+
+// ServiceLister is an optional ability of a Discovery, found by type
+// assertion: the names of the services a registry holds, as `fleet list
+// etcd://host:port` and the dashboard show them. The etcd, ZooKeeper,
+// Redis, NATS and static backends implement it; mDNS does not (a browse
+// of every service type on the link is not what a client asks for).
+type ServiceLister interface {
+	// Services returns the names of the services that have at least one
+	// instance record, sorted, without duplicates; an empty registry
+	// gives an empty list and no error. Records that do not decode are
+	// skipped. It fails when the registry cannot be reached within ctx
+	// and with ErrClosed after Close.
+	Services(ctx context.Context) ([]string, error)
+}

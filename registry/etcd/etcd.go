@@ -509,3 +509,36 @@ func (d *Discovery) Close() error {
 	}
 	return nil
 }
+
+// Services returns the names of the services with at least one record
+// under Prefix, sorted; records that do not decode, or whose service is
+// not the one their key names, are skipped. It fails when etcd cannot be
+// reached within ctx and RequestTimeout, and with registry.ErrClosed
+// after Close.
+func (d *Discovery) Services(ctx context.Context) ([]string, error) {
+	if d.life.Closed() {
+		return nil, fmt.Errorf("etcd: services: %w", registry.ErrClosed)
+	}
+	rctx, cancel := d.cfg.requestContext(ctx)
+	defer cancel()
+	prefix := d.cfg.Prefix + "/"
+	resp, err := d.client.Get(rctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("etcd: services: %w", err)
+	}
+	set := make(map[string]struct{})
+	for _, kv := range resp.Kvs {
+		service, _, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), prefix), "/")
+		if !ok {
+			continue
+		}
+		if _, err := regutil.Decode(kv.Value, service); err != nil {
+			d.log.Warn("skipping bad record", "key", string(kv.Key), "err", err)
+			continue
+		}
+		set[service] = struct{}{}
+	}
+	return regutil.Names(set), nil
+}
+
+var _ registry.ServiceLister = (*Discovery)(nil)

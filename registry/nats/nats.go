@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -498,3 +499,54 @@ func (d *Discovery) Close() error {
 	d.s.close()
 	return nil
 }
+
+// Services returns the names of the services with at least one record in
+// the bucket, sorted; records that do not decode, or whose service is not
+// the one their key names, are skipped. It fails when NATS cannot be
+// reached within ctx and RequestTimeout, and with registry.ErrClosed
+// after Close.
+func (d *Discovery) Services(ctx context.Context) ([]string, error) {
+	if d.s.life.Closed() {
+		return nil, fmt.Errorf("nats: services: %w", registry.ErrClosed)
+	}
+	rctx, cancel := d.s.requestContext(ctx)
+	defer cancel()
+	kv, err := d.s.bucket(rctx)
+	if err != nil {
+		return nil, fmt.Errorf("nats: services: %w", err)
+	}
+	w, err := kv.WatchAll(rctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("nats: services: %w", err)
+	}
+	defer stop(w)
+	set := make(map[string]struct{})
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("nats: services: watch closed")
+			}
+			if e == nil {
+				return regutil.Names(set), nil
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			tok, _, _ := strings.Cut(e.Key(), ".")
+			service, err := DecodeToken(tok)
+			if err == nil {
+				_, err = regutil.Decode(e.Value(), service)
+			}
+			if err != nil {
+				d.s.log.Warn("skipping bad record", "key", e.Key(), "err", err)
+				continue
+			}
+			set[service] = struct{}{}
+		case <-rctx.Done():
+			return nil, fmt.Errorf("nats: services: %w", rctx.Err())
+		}
+	}
+}
+
+var _ registry.ServiceLister = (*Discovery)(nil)

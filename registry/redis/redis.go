@@ -465,3 +465,51 @@ func (d *Discovery) Close() error {
 	}
 	return nil
 }
+
+// Services returns the names of the services with at least one record
+// under Prefix, sorted; records that do not decode, or whose service is
+// not the one their key names, are skipped. It fails when Redis cannot be
+// reached within ctx, and with registry.ErrClosed after Close.
+func (d *Discovery) Services(ctx context.Context) ([]string, error) {
+	if d.life.Closed() {
+		return nil, fmt.Errorf("redis: services: %w", registry.ErrClosed)
+	}
+	var keys []string
+	it := d.client.Scan(ctx, 0, escapeGlob(d.cfg.Prefix+":")+"*", 256).Iterator()
+	for it.Next(ctx) {
+		keys = append(keys, it.Val())
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("redis: services: %w", err)
+	}
+	set := make(map[string]struct{})
+	if len(keys) == 0 {
+		return regutil.Names(set), nil
+	}
+	pipe := d.client.Pipeline()
+	cmds := make([]*goredis.StringCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.Get(ctx, k)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, fmt.Errorf("redis: services: %w", err)
+	}
+	for i, cmd := range cmds {
+		b, err := cmd.Bytes()
+		if errors.Is(err, goredis.Nil) {
+			continue // expired or deleted since the scan
+		}
+		if err != nil {
+			return nil, fmt.Errorf("redis: services: %w", err)
+		}
+		in, err := registry.Unmarshal(b)
+		if err != nil || keys[i] != d.cfg.key(in) {
+			d.log.Warn("skipping bad record", "key", keys[i], "err", err)
+			continue
+		}
+		set[in.Service] = struct{}{}
+	}
+	return regutil.Names(set), nil
+}
+
+var _ registry.ServiceLister = (*Discovery)(nil)

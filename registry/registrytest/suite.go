@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +28,10 @@ type Options struct {
 	// TCPOnly tells Run the backend stores only "host:port" addresses
 	// (mDNS), so no unix-socket instance is registered.
 	TCPOnly bool
+	// NoServiceLister tells Run the backend's Discovery does not
+	// implement registry.ServiceLister (mDNS). Without it, Run fails when
+	// the Discovery lacks it.
+	NoServiceLister bool
 }
 
 func (o *Options) defaults() {
@@ -63,6 +68,12 @@ func Run(t *testing.T, newRegistrar func(t *testing.T) registry.Registrar, newDi
 		{"WatchEnds", s.watchEnds},
 		{"InvalidInput", s.invalidInput},
 		{"Concurrent", s.concurrent},
+	}
+	if !opts.NoServiceLister {
+		tests = append(tests, struct {
+			name string
+			fn   func(t *testing.T)
+		}{"Services", s.services})
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -438,4 +449,62 @@ func (s *suite) concurrent(t *testing.T) {
 	}
 	wg.Wait()
 	WaitFor(t, svc, ch, s.o.Timeout, HasKeys())
+}
+
+// services: a ServiceLister lists a service once it has an instance (two
+// instances give one name), in sorted order, and stops listing it once
+// its last instance is deregistered; it fails with ErrClosed after Close.
+func (s *suite) services(t *testing.T) {
+	r, d := s.registrar(t), s.discovery(t)
+	lister, ok := d.(registry.ServiceLister)
+	if !ok {
+		t.Fatalf("%T does not implement registry.ServiceLister (set Options.NoServiceLister if the backend cannot)", d)
+	}
+	svc := ServiceName(t)
+	other := svc + "-x"
+	a := registry.Instance{Service: svc, Addr: Addr(1)}
+	b := registry.Instance{Service: svc, Addr: Addr(2), State: registry.Draining}
+	c := registry.Instance{Service: other, Addr: Addr(3)}
+	s.register(t, r, a, b, c)
+
+	waitServices := func(what string, ok func(set map[string]int) bool) {
+		t.Helper()
+		deadline := time.Now().Add(s.o.Timeout)
+		for {
+			names, err := lister.Services(s.ctx(t))
+			set := map[string]int{}
+			if err == nil {
+				if !slices.IsSorted(names) {
+					t.Fatalf("Services() = %q: not sorted", names)
+				}
+				for _, n := range names {
+					set[n]++
+				}
+				if ok(set) {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Services() = %q, %v after %v; want %s", names, err, s.o.Timeout, what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitServices(fmt.Sprintf("%q and %q once each", svc, other), func(set map[string]int) bool {
+		return set[svc] == 1 && set[other] == 1
+	})
+	for _, in := range []registry.Instance{a, b} {
+		if err := r.Deregister(s.ctx(t), in); err != nil {
+			t.Fatalf("Deregister(%s): %v", in.Key(), err)
+		}
+	}
+	waitServices(fmt.Sprintf("%q without %q", other, svc), func(set map[string]int) bool {
+		return set[svc] == 0 && set[other] == 1
+	})
+
+	d2 := s.newD(t)
+	d2.Close()
+	if _, err := d2.(registry.ServiceLister).Services(s.ctx(t)); !errors.Is(err, registry.ErrClosed) {
+		t.Fatalf("Services after Close: %v; want registry.ErrClosed", err)
+	}
 }

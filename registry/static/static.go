@@ -253,3 +253,22 @@ func (d *Discovery) Close() error {
 	d.life.Close()
 	return nil
 }
+
+// Services returns the names of the services with at least one instance
+// in the Table, sorted. It fails with registry.ErrClosed after Close.
+func (d *Discovery) Services(ctx context.Context) ([]string, error) {
+	if d.life.Closed() {
+		return nil, fmt.Errorf("static: services: %w", registry.ErrClosed)
+	}
+	d.t.mu.Lock()
+	defer d.t.mu.Unlock()
+	set := make(map[string]struct{}, len(d.t.services))
+	for name, m := range d.t.services {
+		if len(m) > 0 {
+			set[name] = struct{}{}
+		}
+	}
+	return regutil.Names(set), nil
+}
+
+var _ registry.ServiceLister = (*Discovery)(nil)

@@ -643,3 +643,35 @@ func (d *Discovery) Close() error {
 	d.conn.Close()
 	return nil
 }
+
+// Services returns the names of the services under Root with at least one
+// instance record that decodes, sorted. It fails when ZooKeeper cannot be
+// reached, when ctx is done, and with registry.ErrClosed after Close.
+func (d *Discovery) Services(ctx context.Context) ([]string, error) {
+	if d.life.Closed() {
+		return nil, fmt.Errorf("zookeeper: services: %w", registry.ErrClosed)
+	}
+	children, _, err := d.conn.Children(d.cfg.Root)
+	if errors.Is(err, zk.ErrNoNode) {
+		return []string{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("zookeeper: services: %w", err)
+	}
+	set := make(map[string]struct{})
+	for _, service := range children {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		list, err := d.read(service)
+		if err != nil {
+			return nil, fmt.Errorf("zookeeper: services: %w", err)
+		}
+		if len(list) > 0 {
+			set[service] = struct{}{}
+		}
+	}
+	return regutil.Names(set), nil
+}
+
+var _ registry.ServiceLister = (*Discovery)(nil)

@@ -211,3 +211,13 @@ func (c *Cache) Fallback(ctx context.Context, service string, err error, log *sl
 	log.Warn("registry unreachable; returning the last known instances", "service", service, "instances", len(list), "err", err)
 	return list, nil
 }
+
+// Names returns the keys of set sorted; an empty set gives an empty,
+// non-nil list.
+func Names(set map[string]struct{}) []string {
+	names := slices.Sorted(maps.Keys(set))
+	if names == nil {
+		names = []string{}
+	}
+	return names
+}
