@@ -24,16 +24,22 @@ func newListCmd() *cobra.Command {
 	var f listFlags
 	cmd := &cobra.Command{
 		Use:   "list TARGET [Service]",
-		Short: "List a server's services, or one service's methods",
+		Short: "List a server's services, or one service's methods, or a registry's services",
 		Long: `list asks a server's reflection service (fleet.Reflection) what it serves:
 without Service, the service names, one a line; with Service, its methods as
 Service.Method, one a line. --json prints the whole reflection reply
 (services, methods and the codecs the server accepts).
 
+Given a registry without a service (etcd://host:port, zookeeper://host:port,
+redis://host:port, nats://host:port), list prints the services the registry
+holds, each followed by its instances: address, weight and state (active or
+draining). Given static://host1:port1,host2:port2, it asks each server what it
+serves. --json prints [{"service", "instances": [...]}].
+
 ` + targetHelp + `
 
 ` + exitHelp,
-		Example: "  fleet list 127.0.0.1:8972\n  fleet list 127.0.0.1:8972 Arith",
+		Example: "  fleet list 127.0.0.1:8972\n  fleet list 127.0.0.1:8972 Arith\n  fleet list etcd://127.0.0.1:2379",
 		Args:    rangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel, err := commandContext(cmd, &f.connFlags)
@@ -41,6 +47,17 @@ Service.Method, one a line. --json prints the whole reflection reply
 				return err
 			}
 			defer cancel()
+			if len(args) == 1 && isRegistryRoot(args[0]) {
+				list, err := listRegistry(ctx, args[0], &f)
+				if err != nil {
+					return err
+				}
+				if f.json {
+					return printJSON(cmd.OutOrStdout(), list)
+				}
+				printRegistry(cmd.OutOrStdout(), list)
+				return nil
+			}
 			t, err := openTarget(args[0], &f.connFlags)
 			if err != nil {
 				return err
