@@ -101,8 +101,17 @@ serves. --json prints [{"service", "instances": [...]}].
 	return cmd
 }
 
+// describeFlags are fleet describe's flags.
+type describeFlags struct {
+	listFlags
+	proto   bool
+	out     string
+	pkg     string
+	openapi bool
+}
+
 func newDescribeCmd() *cobra.Command {
-	var f listFlags
+	var f describeFlags
 	cmd := &cobra.Command{
 		Use:   "describe TARGET Service[.Method]",
 		Short: "Show the JSON shape of a method's argument and reply",
@@ -112,12 +121,37 @@ Go type and a JSON template; for a protobuf message its definition (from the
 reflected descriptors) and its protojson template, for any other type its
 JSON Schema. --json prints the reflection reply as JSON.
 
+--proto writes the .proto of a service as the gateway serves it over gRPC
+(file fleet/gateway/[PACKAGE.]Service.proto, service Service in package
+--package, the gateway's WithProtoPackage): protobuf methods with their real
+descriptors, Go-typed methods with the messages the gateway maps their types
+to (carried by the server's reflection when it was registered with
+reflection.Config{GoTypes: gateway.GoTypeDescriptor}, as fleet demo's servers
+are). It prints the service's file on stdout; --out DIR writes it and every
+file it imports under DIR, at their import paths, ready for protoc -I DIR.
+
+--openapi writes an OpenAPI 3.1 document (JSON) for the gateway's HTTP/JSON
+routes of the named service, or of every service without one: POST
+/{Service}/{Method} with the request and reply schemas and the error shape.
+
 ` + targetHelp + `
 
 ` + exitHelp,
-		Example: "  fleet describe 127.0.0.1:8972 Arith.Add\n  fleet describe 127.0.0.1:8972 Hello",
-		Args:    rangeArgs(2, 2),
+		Example: "  fleet describe 127.0.0.1:8972 Arith.Add\n  fleet describe 127.0.0.1:8972 Hello\n  fleet describe --proto --out protos 127.0.0.1:8972 Hello\n  fleet describe --openapi 127.0.0.1:8972 > openapi.json",
+		Args:    rangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.openapi {
+				return describeOpenAPI(cmd, args, &f)
+			}
+			if len(args) != 2 {
+				return usagef("describe: want TARGET Service[.Method] (or --openapi TARGET [Service])")
+			}
+			if f.proto {
+				return describeProto(cmd, args, &f)
+			}
+			if f.out != "" || f.pkg != "" {
+				return usagef("--out and --package go with --proto")
+			}
 			service, method := args[1], ""
 			if strings.Contains(args[1], ".") {
 				var err error
@@ -166,7 +200,59 @@ JSON Schema. --json prints the reflection reply as JSON.
 	cmd.SetFlagErrorFunc(flagError)
 	f.register(cmd.Flags())
 	cmd.Flags().BoolVar(&f.json, "json", false, "print the reflection reply as JSON")
+	cmd.Flags().BoolVar(&f.proto, "proto", false, "write the service's .proto as the gateway serves it over gRPC")
+	cmd.Flags().StringVar(&f.out, "out", "", "with --proto: write the .proto and the files it imports under `DIR` (default: the service's file on stdout)")
+	cmd.Flags().StringVar(&f.pkg, "package", "", "with --proto and --openapi: the gateway's proto package (gateway.WithProtoPackage; default none)")
+	cmd.Flags().BoolVar(&f.openapi, "openapi", false, "write an OpenAPI 3.1 document for the gateway's HTTP/JSON routes")
 	return cmd
+}
+
+// describeProto is fleet describe --proto TARGET Service.
+func describeProto(cmd *cobra.Command, args []string, f *describeFlags) error {
+	service := args[1]
+	ctx, cancel, err := commandContext(cmd, &f.connFlags)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	t, err := openTarget(args[0], &f.connFlags)
+	if err != nil {
+		return err
+	}
+	defer t.close()
+	var d reflection.DescribeReply
+	err = t.reflect(ctx, "Describe", &reflection.DescribeRequest{Service: service}, &d)
+	if ce, ok := err.(*callError); ok && fleet.CodeOf(err) == fleet.NotFound {
+		return t.withSuggestion(ctx, service, service, "", ce.err)
+	}
+	if err != nil {
+		return err
+	}
+	sp, err := buildServiceProto(d, service, f.pkg)
+	if err != nil {
+		return &callError{"describe --proto", fleet.WrapError(fleet.FailedPrecondition, err)}
+	}
+	for _, s := range sp.skipped {
+		fmt.Fprintf(cmd.ErrOrStderr(), "fleet: left out %s.%s\n", service, s)
+	}
+	if f.out == "" {
+		if len(sp.deps) > 0 {
+			var names []string
+			for _, d := range sp.deps {
+				names = append(names, d.Path())
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "fleet: %s imports %s; --out DIR writes them too\n", sp.file.Path(), strings.Join(names, ", "))
+		}
+		return printProto(cmd.OutOrStdout(), sp.file)
+	}
+	paths, err := sp.writeProtos(f.out)
+	if err != nil {
+		return err
+	}
+	for _, p := range paths {
+		fmt.Fprintln(cmd.OutOrStdout(), p)
+	}
+	return nil
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -296,4 +382,9 @@ func kindName(fd protoreflect.FieldDescriptor) string {
 		return string(fd.Enum().FullName())
 	}
 	return fd.Kind().String()
+}
+
+// describeOpenAPI is fleet describe --openapi TARGET [Service].
+func describeOpenAPI(cmd *cobra.Command, args []string, f *describeFlags) error {
+	return usagef("--openapi: not yet")
 }

@@ -96,6 +96,13 @@ type MethodInfo struct {
 // from json tags, embedded structs flattened, []byte as base64 strings),
 // and the JSON codec decodes any instance of it.
 //
+// For a Go type, when the service was registered with a Config whose
+// GoTypes maps the type to a protobuf message (as the gateway serves it
+// over gRPC), GRPCMessage is that message's full name and GRPCFiles the
+// serialized FileDescriptorSet of its file and imports, dependencies
+// first; `fleet describe --proto` writes a .proto from them. Both are
+// empty otherwise.
+//
 // Example, for both kinds, is encoding/json's encoding of the type's zero
 // value: a template of the JSON shape (for protobuf messages, field names
 // follow the generated struct's json tags, not protojson).
@@ -105,12 +112,27 @@ type TypeInfo struct {
 	Protobuf          string          `json:"protobuf,omitempty"`
 	FileDescriptorSet []byte          `json:"file_descriptor_set,omitempty"`
 	JSONSchema        json.RawMessage `json:"json_schema,omitempty"`
+	GRPCMessage       string          `json:"grpc_message,omitempty"`
+	GRPCFiles         []byte          `json:"grpc_files,omitempty"`
 	Example           json.RawMessage `json:"example,omitempty"`
+}
+
+// Config tunes RegisterWith. The zero value describes Go types by JSON
+// Schema only, as Register does.
+type Config struct {
+	// GoTypes, when set, maps a Go type that is not a protobuf message
+	// (the A of a method taking *A) to the protobuf message that stands
+	// for it on the wire, such as gateway.GoTypeDescriptor, the mapping
+	// the gateway serves Go-typed methods over gRPC with. It is called
+	// once per type, from the calls of fleet.Reflection, and must be safe
+	// for concurrent use; a type it fails for has no GRPCMessage.
+	GoTypes func(reflect.Type) (protoreflect.MessageDescriptor, error)
 }
 
 // reflection is the receiver of the fleet.Reflection service.
 type reflection struct {
 	srv   *server.Server
+	cfg   Config
 	types sync.Map // reflect.Type -> *TypeInfo, built once per type
 }
 
@@ -121,11 +143,16 @@ type reflection struct {
 // registration. A server without it does not describe itself: `fleet
 // list` and `describe` then fail with Unimplemented and `fleet call`
 // falls back to plain JSON.
-func Register(srv *server.Server) error {
+func Register(srv *server.Server) error { return RegisterWith(srv, Config{}) }
+
+// RegisterWith is Register with a Config: with Config.GoTypes set, the
+// description of a Go type also carries the protobuf message it maps to
+// (TypeInfo.GRPCMessage and GRPCFiles). It fails as Register does.
+func RegisterWith(srv *server.Server, cfg Config) error {
 	if _, taken := srv.Method(Service, "Describe"); taken {
 		return fmt.Errorf("reflection: %s.Describe is already registered", Service)
 	}
-	r := &reflection{srv: srv}
+	r := &reflection{srv: srv, cfg: cfg}
 	if err := server.Handle(srv, Service, "List", r.List); err != nil {
 		return err
 	}
@@ -188,6 +215,13 @@ func (r *reflection) describeType(t reflect.Type) *TypeInfo {
 		}
 	} else {
 		d.JSONSchema = jsonSchemaOf(t)
+		if r.cfg.GoTypes != nil {
+			if md, err := r.cfg.GoTypes(t); err == nil && md != nil {
+				if fds, err := proto.Marshal(fileDescriptorSet(md.ParentFile())); err == nil {
+					d.GRPCMessage, d.GRPCFiles = string(md.FullName()), fds
+				}
+			}
+		}
 	}
 	v, _ := r.types.LoadOrStore(t, d)
 	return v.(*TypeInfo)

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetrpc/fleet"
+	"github.com/fleetrpc/fleet/gateway"
+	"github.com/fleetrpc/fleet/internal/demo"
+	"github.com/fleetrpc/fleet/internal/testutil"
+	"github.com/fleetrpc/fleet/server"
+	"github.com/fleetrpc/fleet/server/reflection"
+)
+
+// startGatewayServer serves the demo's Arith and Hello with health and
+// reflection (registered as fleet demo's servers are) behind the gateway,
+// on a loopback port that answers Fleet, gRPC and HTTP/JSON.
+func startGatewayServer(t *testing.T, gopts ...gateway.Option) string {
+	t.Helper()
+	srv := server.New(server.WithLogger(quietLogger()))
+	if err := registerBuiltins(srv, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []any{demo.Arith{}, &demo.Hello{}} {
+		if err := srv.Register(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gw := gateway.New(srv, append([]gateway.Option{gateway.WithLogger(quietLogger())}, gopts...)...)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = gw.Serve(lis) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	})
+	return lis.Addr().String()
+}
+
+// needTool returns the path of a tool that .ci/services.sh installs.
+func needTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("%s not found (.ci/setup.d/65-cli.sh installs it): %v", name, err)
+	}
+	return p
+}
+
+// nodeModules fails the test unless testdata/node holds its packages.
+func nodeModules(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("testdata", "node"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatalf("%s/node_modules missing (.ci/setup.d/65-cli.sh runs npm ci there): %v", dir, err)
+	}
+	return dir
+}
+
+// TestDescribeProto writes the .proto of the demo's Arith (Go types) and
+// Hello (protobuf) with fleet describe --proto --out, compiles both with
+// protoc, and calls both services through the gateway with a Node gRPC
+// client (@grpc/grpc-js) loaded from those files alone.
+func TestDescribeProto(t *testing.T) {
+	protoc := needTool(t, "protoc")
+	node := needTool(t, "node")
+	nodeDir := nodeModules(t)
+	addr := startGatewayServer(t)
+	dir := t.TempDir()
+	for _, svc := range []string{"Arith", "Hello"} {
+		out, errs, status := run(t, "", newDescribeCmd, "--proto", "--out", dir, addr, svc)
+		want := filepath.Join(dir, "fleet", "gateway", svc+".proto")
+		if status != 0 || !strings.HasPrefix(out, want+"\n") {
+			t.Fatalf("describe --proto %s: status %d, stderr %q, stdout %q", svc, status, errs, out)
+		}
+		cmd := exec.Command(protoc, "-I", dir, "--include_imports", "-o", filepath.Join(t.TempDir(), "set.pb"), filepath.Join("fleet", "gateway", svc+".proto"))
+		cmd.Dir = dir
+		if b, err := cmd.CombinedOutput(); err != nil {
+			src, _ := os.ReadFile(want)
+			t.Fatalf("protoc %s: %v\n%s\n%s", svc, err, b, src)
+		}
+	}
+	// Without --out: the service's file on stdout, its imports named on
+	// stderr.
+	out, errs, status := run(t, "", newDescribeCmd, "--proto", addr, "Hello")
+	if status != 0 || !strings.Contains(out, "service Hello {") || !strings.Contains(out, `import "benchmark.proto";`) ||
+		!strings.Contains(out, "rpc Say ( pb.BenchmarkMessage ) returns ( pb.BenchmarkMessage );") || !strings.Contains(errs, "benchmark.proto") {
+		t.Fatalf("describe --proto Hello: status %d, stderr %q\n%s", status, errs, out)
+	}
+
+	cmd := exec.Command(node, filepath.Join(nodeDir, "grpcclient.js"), addr, dir)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node client: %v\n%s", err, b)
+	}
+	for _, want := range []string{"ok Arith.Add 42", "ok Arith.Mul 42", "ok Hello.Say"} {
+		if !strings.Contains(string(b), want+"\n") {
+			t.Fatalf("node client output lacks %q:\n%s", want, b)
+		}
+	}
+}
+
+// TestDescribeProtoWithoutGoTypes: a server whose reflection does not map
+// Go types (reflection.Register, no Config) gives no .proto for a
+// Go-typed service, and says why; its protobuf service still gets one.
+func TestDescribeProtoWithoutGoTypes(t *testing.T) {
+	srv := server.New(server.WithLogger(quietLogger()))
+	if err := reflection.Register(srv); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []any{demo.Arith{}, &demo.Hello{}} {
+		if err := srv.Register(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr := testutil.Serve(t, srv)
+	_, errs, status := run(t, "", newDescribeCmd, "--proto", addr, "Arith")
+	if status != exitCodeShift+int(fleet.FailedPrecondition) || !strings.Contains(errs, "reflection.Config.GoTypes") {
+		t.Fatalf("Arith: status %d, stderr %q", status, errs)
+	}
+	out, errs, status := run(t, "", newDescribeCmd, "--proto", addr, "Hello")
+	if status != 0 || !strings.Contains(out, "service Hello {") {
+		t.Fatalf("Hello: status %d, stderr %q, stdout %q", status, errs, out)
+	}
+	_, errs, status = run(t, "", newDescribeCmd, "--proto", addr, "Helo")
+	if status != exitCodeShift+int(fleet.NotFound) || !strings.Contains(errs, "Hello") {
+		t.Fatalf("Helo: status %d, stderr %q", status, errs)
+	}
+}
