@@ -175,4 +175,3 @@ func (sp *serviceProto) writeProtos(dir string) ([]string, error) {
 	}
 	return paths, nil
 }
-
