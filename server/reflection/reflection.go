@@ -198,6 +198,17 @@ func (r *reflection) Describe(_ context.Context, req *DescribeRequest, reply *De
 	return nil
 }
 
+// DescribeType returns the description of the Go type t (the A of a
+// method taking *A) as Describe gives it, without GRPCMessage and
+// GRPCFiles: the protobuf descriptors for a generated message, else the
+// JSON Schema; and the zero value's JSON. It builds it on each call
+// (Describe caches its own); it is safe for concurrent use. The gateway
+// uses it to check the fields of HTTP/JSON arguments as `fleet call`
+// does.
+func DescribeType(t reflect.Type) TypeInfo {
+	return *(&reflection{}).describeType(t)
+}
+
 // describeType returns the (cached) description of t.
 func (r *reflection) describeType(t reflect.Type) *TypeInfo {
 	if v, ok := r.types.Load(t); ok {
