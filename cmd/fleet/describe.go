@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/fleetrpc/fleet"
+	"github.com/fleetrpc/fleet/gateway"
 	"github.com/fleetrpc/fleet/server/reflection"
 )
 
@@ -384,7 +385,59 @@ func kindName(fd protoreflect.FieldDescriptor) string {
 	return fd.Kind().String()
 }
 
-// describeOpenAPI is fleet describe --openapi TARGET [Service].
+// describeOpenAPI is fleet describe --openapi TARGET [Service]: the
+// gateway's document (gateway.OpenAPI) for the named service, or for
+// every service the server lists.
 func describeOpenAPI(cmd *cobra.Command, args []string, f *describeFlags) error {
-	return usagef("--openapi: not yet")
+	if f.proto || f.out != "" {
+		return usagef("--openapi does not go with --proto or --out")
+	}
+	ctx, cancel, err := commandContext(cmd, &f.connFlags)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	t, err := openTarget(args[0], &f.connFlags)
+	if err != nil {
+		return err
+	}
+	defer t.close()
+	var services []string
+	if len(args) == 2 {
+		services = []string{args[1]}
+	} else {
+		var list reflection.ListReply
+		if err := t.reflect(ctx, "List", &reflection.ListRequest{}, &list); err != nil {
+			return err
+		}
+		for _, s := range list.Services {
+			services = append(services, s.Name)
+		}
+	}
+	var methods []reflection.MethodInfo
+	for _, svc := range services {
+		var d reflection.DescribeReply
+		err := t.reflect(ctx, "Describe", &reflection.DescribeRequest{Service: svc}, &d)
+		if ce, ok := err.(*callError); ok && fleet.CodeOf(err) == fleet.NotFound {
+			return t.withSuggestion(ctx, svc, svc, "", ce.err)
+		}
+		if err != nil {
+			return err
+		}
+		methods = append(methods, d.Methods...)
+	}
+	cfg := gateway.OpenAPIConfig{}
+	if t.disc == nil {
+		scheme := "http"
+		if t.tlsCfg != nil {
+			scheme = "https"
+		}
+		cfg.ServerURL = scheme + "://" + t.addr
+	}
+	doc, err := gateway.OpenAPI(methods, cfg)
+	if err != nil {
+		return &callError{"describe --openapi", fleet.WrapError(fleet.Internal, err)}
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", doc)
+	return err
 }

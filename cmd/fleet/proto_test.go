@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -139,5 +140,63 @@ func TestDescribeProtoWithoutGoTypes(t *testing.T) {
 	_, errs, status = run(t, "", newDescribeCmd, "--proto", addr, "Helo")
 	if status != exitCodeShift+int(fleet.NotFound) || !strings.Contains(errs, "Hello") {
 		t.Fatalf("Helo: status %d, stderr %q", status, errs)
+	}
+}
+
+// TestDescribeOpenAPI writes the OpenAPI document of the demo's services
+// with fleet describe --openapi, has @apidevtools/swagger-parser validate
+// it, and calls every documented path once against the gateway, checking
+// that the status is documented and the body fits the documented schema
+// (testdata/node/openapi.js).
+func TestDescribeOpenAPI(t *testing.T) {
+	node := needTool(t, "node")
+	nodeDir := nodeModules(t)
+	addr := startGatewayServer(t)
+	out, errs, status := run(t, "", newDescribeCmd, "--openapi", addr)
+	if status != 0 {
+		t.Fatalf("describe --openapi: status %d, stderr %q", status, errs)
+	}
+	var doc struct {
+		OpenAPI string                    `json:"openapi"`
+		Paths   map[string]map[string]any `json:"paths"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.OpenAPI != "3.1.0" {
+		t.Fatalf("document: %v\n%s", err, out)
+	}
+	want := []string{"/Arith/Add", "/Arith/Div", "/Arith/Mul", "/Hello/Say", "/fleet.Reflection/Describe", "/fleet.Reflection/List"}
+	for _, p := range want {
+		if doc.Paths[p]["post"] == nil {
+			t.Errorf("document lacks POST %s", p)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "openapi.json")
+	if err := os.WriteFile(file, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := exec.Command(node, filepath.Join(nodeDir, "openapi.js"), file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("openapi.js: %v\n%s", err, b)
+	}
+	lines := string(b)
+	if !strings.HasPrefix(lines, "valid\n") {
+		t.Fatalf("openapi.js:\n%s", lines)
+	}
+	for _, p := range want {
+		if !strings.Contains(lines, "ok POST "+p+" ") {
+			t.Errorf("openapi.js did not call %s:\n%s", p, lines)
+		}
+	}
+	// The example bodies are zero values: Arith.Div divides by zero and
+	// answers the documented error; the others answer 200.
+	for _, w := range []string{"ok POST /Arith/Add 200", "ok POST /Arith/Div 500", "ok POST /Hello/Say 200", "ok POST /fleet.Reflection/List 200"} {
+		if !strings.Contains(lines, w+"\n") {
+			t.Errorf("openapi.js output lacks %q:\n%s", w, lines)
+		}
+	}
+
+	// One service only.
+	out, errs, status = run(t, "", newDescribeCmd, "--openapi", addr, "Hello")
+	if status != 0 || !strings.Contains(out, `"/Hello/Say"`) || strings.Contains(out, `"/Arith/Add"`) {
+		t.Fatalf("describe --openapi Hello: status %d, stderr %q\n%s", status, errs, out)
 	}
 }
