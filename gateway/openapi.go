@@ -457,3 +457,36 @@ func protoExample(md protoreflect.MessageDescriptor, open map[protoreflect.FullN
 	}
 	return out
 }
+
+// OpenAPI writes the document of OpenAPI for every unary method the
+// gateway's server serves over HTTP/JSON now (fleet.Admin only when the
+// server has an auth function), described as fleet.Reflection describes
+// them (reflection.DescribeType), services and methods sorted by name.
+// It reads the server's registrations on each call, so it may be served
+// as it is (prometheus.AdminConfig.OpenAPI). Safe for concurrent use.
+func (g *Gateway) OpenAPI(cfg OpenAPIConfig) ([]byte, error) {
+	svcs := g.srv.Services()
+	names := make([]string, 0, len(svcs))
+	for n := range svcs {
+		if !g.hiddenOverHTTP(n) {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	var methods []reflection.MethodInfo
+	for _, svc := range names {
+		ms := append([]string(nil), svcs[svc]...)
+		sort.Strings(ms)
+		for _, m := range ms {
+			d, ok := g.srv.Method(svc, m)
+			if !ok {
+				continue
+			}
+			methods = append(methods, reflection.MethodInfo{
+				Service: svc, Name: m,
+				Args: reflection.DescribeType(d.ArgType), Reply: reflection.DescribeType(d.ReplyType),
+			})
+		}
+	}
+	return OpenAPI(methods, cfg)
+}
