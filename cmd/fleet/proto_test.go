@@ -3,13 +3,23 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	reflectv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/gateway"
@@ -198,5 +208,68 @@ func TestDescribeOpenAPI(t *testing.T) {
 	out, errs, status = run(t, "", newDescribeCmd, "--openapi", addr, "Hello")
 	if status != 0 || !strings.Contains(out, `"/Hello/Say"`) || strings.Contains(out, `"/Arith/Add"`) {
 		t.Fatalf("describe --openapi Hello: status %d, stderr %q\n%s", status, errs, out)
+	}
+}
+
+// TestDescribeProtoMatchesGateway: the files fleet describe --proto builds
+// are, file for file, the ones the gateway's gRPC server reflection
+// serves for the same services (the service's file and every file it
+// imports), so the .proto matches what the gateway serves.
+func TestDescribeProtoMatchesGateway(t *testing.T) {
+	addr := startGatewayServer(t)
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stream, err := reflectv1.NewServerReflectionClient(cc).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.CloseSend()
+	for _, svc := range []string{"Arith", "Hello"} {
+		if err := stream.Send(&reflectv1.ServerReflectionRequest{MessageRequest: &reflectv1.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: svc}}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := map[string]*descriptorpb.FileDescriptorProto{}
+		for _, b := range resp.GetFileDescriptorResponse().GetFileDescriptorProto() {
+			fd := &descriptorpb.FileDescriptorProto{}
+			if err := proto.Unmarshal(b, fd); err != nil {
+				t.Fatal(err)
+			}
+			served[fd.GetName()] = fd
+		}
+
+		o, err := openTarget(addr, &connFlags{timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d reflection.DescribeReply
+		err = o.reflect(ctx, "Describe", &reflection.DescribeRequest{Service: svc}, &d)
+		o.close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp, err := buildServiceProto(d, svc, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		built := append([]protoreflect.FileDescriptor{sp.file}, sp.deps...)
+		if len(built) != len(served) {
+			t.Fatalf("%s: built %d files, the gateway serves %d (%v)", svc, len(built), len(served), slices.Collect(maps.Keys(served)))
+		}
+		for _, f := range built {
+			got := protodesc.ToFileDescriptorProto(f)
+			want := served[f.Path()]
+			if !proto.Equal(got, want) {
+				t.Errorf("%s: file %s differs from the gateway's\n got: %v\nwant: %v", svc, f.Path(), got, want)
+			}
+		}
 	}
 }
