@@ -222,7 +222,7 @@ func describeProto(cmd *cobra.Command, args []string, f *describeFlags) error {
 	}
 	defer t.close()
 	var d reflection.DescribeReply
-	err = t.reflect(ctx, "Describe", &reflection.DescribeRequest{Service: service}, &d)
+	err = t.reflect(ctx, "Describe", &reflection.DescribeRequest{Service: service, Streams: true}, &d)
 	if ce, ok := err.(*callError); ok && fleet.CodeOf(err) == fleet.NotFound {
 		return t.withSuggestion(ctx, service, service, "", ce.err)
 	}

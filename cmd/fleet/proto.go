@@ -28,10 +28,12 @@ type serviceProto struct {
 
 // buildServiceProto writes the file the gateway synthesizes for service
 // (gateway/reflect.go protoFiles): fleet/gateway/{pkg.}{Service}.proto in
-// package pkg, declaring the unary methods whose argument and reply are
+// package pkg, declaring the unary and streaming methods (d described
+// with DescribeRequest.Streams) whose argument and reply are
 // both protobuf messages (with their real descriptors) or both Go types
 // that the server's reflection maps to messages (TypeInfo.GRPCMessage,
-// the gateway's own mapping). Other methods are left out, as the gateway
+// the gateway's own mapping; streams carry protobuf messages only).
+// Other methods are left out, as the gateway
 // leaves them out, and named in skipped.
 func buildServiceProto(d reflection.DescribeReply, service, pkg string) (*serviceProto, error) {
 	set := &descriptorpb.FileDescriptorSet{}
@@ -64,6 +66,9 @@ func buildServiceProto(d reflection.DescribeReply, service, pkg string) (*servic
 			if err := addFiles(m.Reply.FileDescriptorSet); err != nil {
 				return nil, fmt.Errorf("%s.%s: descriptor of %s: %w", service, m.Name, m.Reply.Protobuf, err)
 			}
+		case m.Stream != "":
+			sp.skipped = append(sp.skipped, m.Name+": a stream of Go types, which the gateway does not serve over gRPC (streams carry protobuf messages only)")
+			continue
 		case m.Args.Protobuf != "" || m.Reply.Protobuf != "":
 			sp.skipped = append(sp.skipped, m.Name+": it mixes a protobuf message and a Go type, which the gateway does not serve over gRPC")
 			continue
@@ -80,11 +85,18 @@ func buildServiceProto(d reflection.DescribeReply, service, pkg string) (*servic
 				m.Name, m.Args.GoType, m.Reply.GoType))
 			continue
 		}
-		sd.Method = append(sd.Method, &descriptorpb.MethodDescriptorProto{
+		md := &descriptorpb.MethodDescriptorProto{
 			Name:       proto.String(m.Name),
 			InputType:  proto.String("." + in.name),
 			OutputType: proto.String("." + out.name),
-		})
+		}
+		if m.Stream == "client" || m.Stream == "bidi" {
+			md.ClientStreaming = proto.Bool(true)
+		}
+		if m.Stream == "server" || m.Stream == "bidi" {
+			md.ServerStreaming = proto.Bool(true)
+		}
+		sd.Method = append(sd.Method, md)
 		for _, r := range []ref{in, out} {
 			deps[r.name] = true
 		}

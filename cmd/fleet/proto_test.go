@@ -23,6 +23,7 @@ import (
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/gateway"
+	"github.com/fleetrpc/fleet/internal/benchpb"
 	"github.com/fleetrpc/fleet/internal/demo"
 	"github.com/fleetrpc/fleet/internal/testutil"
 	"github.com/fleetrpc/fleet/server"
@@ -271,5 +272,58 @@ func TestDescribeProtoMatchesGateway(t *testing.T) {
 				t.Errorf("%s: file %s differs from the gateway's\n got: %v\nwant: %v", svc, f.Path(), got, want)
 			}
 		}
+	}
+}
+
+// TestDescribeProtoStreams: streaming methods of protobuf messages are
+// declared with "stream" on the side that streams, a stream of Go types
+// is left out and named on stderr (the gateway serves neither over gRPC),
+// and the file compiles with protoc.
+func TestDescribeProtoStreams(t *testing.T) {
+	protoc := needTool(t, "protoc")
+	srv := server.New(server.WithLogger(quietLogger()))
+	if err := registerBuiltins(srv, false); err != nil {
+		t.Fatal(err)
+	}
+	type Msg = benchpb.BenchmarkMessage
+	errs := []error{
+		server.Handle(srv, "Feed", "Get", func(ctx context.Context, in *Msg, out *Msg) error { return nil }),
+		server.HandleServerStream(srv, "Feed", "Watch", func(ctx context.Context, in *Msg, st *server.ServerStream[Msg]) error { return nil }),
+		server.HandleClientStream(srv, "Feed", "Push", func(ctx context.Context, st *server.ClientStream[Msg]) (*Msg, error) { return &Msg{}, nil }),
+		server.HandleBidiStream(srv, "Feed", "Chat", func(ctx context.Context, st *server.BidiStream[Msg, Msg]) error { return nil }),
+		server.HandleServerStream(srv, "Feed", "Lines", func(ctx context.Context, in *demo.Args, st *server.ServerStream[string]) error { return nil }),
+	}
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr := testutil.Serve(t, srv)
+	dir := t.TempDir()
+	out, stderr, status := run(t, "", newDescribeCmd, "--proto", "--out", dir, addr, "Feed")
+	if status != 0 || !strings.Contains(stderr, "left out Feed.Lines") {
+		t.Fatalf("status %d, stderr %q, stdout %q", status, stderr, out)
+	}
+	src, err := os.ReadFile(filepath.Join(dir, "fleet", "gateway", "Feed.proto"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"rpc Chat ( stream pb.BenchmarkMessage ) returns ( stream pb.BenchmarkMessage );",
+		"rpc Get ( pb.BenchmarkMessage ) returns ( pb.BenchmarkMessage );",
+		"rpc Push ( stream pb.BenchmarkMessage ) returns ( pb.BenchmarkMessage );",
+		"rpc Watch ( pb.BenchmarkMessage ) returns ( stream pb.BenchmarkMessage );",
+	} {
+		if !strings.Contains(string(src), want) {
+			t.Errorf("Feed.proto lacks %q:\n%s", want, src)
+		}
+	}
+	if strings.Contains(string(src), "Lines") {
+		t.Errorf("Feed.proto declares Lines:\n%s", src)
+	}
+	cmd := exec.Command(protoc, "-I", dir, "-o", filepath.Join(t.TempDir(), "set.pb"), "fleet/gateway/Feed.proto")
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("protoc: %v\n%s\n%s", err, b, src)
 	}
 }

@@ -58,10 +58,13 @@ type CodecInfo struct {
 
 // DescribeRequest is the argument of fleet.Reflection.Describe:
 // Service is required; an empty Method describes every method of the
-// service.
+// service. With Streams, the streaming methods are described too (and a
+// service of streaming methods only is found), each with
+// MethodInfo.Stream set; without it only unary methods are, as before.
 type DescribeRequest struct {
 	Service string `json:"service"`
 	Method  string `json:"method,omitempty"`
+	Streams bool   `json:"streams,omitempty"`
 }
 
 // DescribeReply is the reply of fleet.Reflection.Describe.
@@ -72,10 +75,15 @@ type DescribeReply struct {
 	Codecs []CodecInfo `json:"codecs"`
 }
 
-// MethodInfo describes one method: its argument and reply types.
+// MethodInfo describes one method: its argument and reply types. For a
+// streaming method (described when DescribeRequest.Streams is set),
+// Stream is its kind, "server", "client" or "bidi" (server.StreamKind),
+// and Args and Reply are the types of the messages the client and the
+// server send; it is empty for a unary method.
 type MethodInfo struct {
 	Service string   `json:"service"`
 	Name    string   `json:"name"`
+	Stream  string   `json:"stream,omitempty"`
 	Args    TypeInfo `json:"args"`
 	Reply   TypeInfo `json:"reply"`
 }
@@ -178,11 +186,26 @@ func (r *reflection) Describe(_ context.Context, req *DescribeRequest, reply *De
 		return fleet.NewError(fleet.InvalidArgument, "describe: no service given")
 	}
 	names, ok := r.srv.Services()[req.Service]
+	var streams []server.StreamDesc
+	if req.Streams {
+		for _, d := range r.srv.StreamMethods() {
+			if d.Service != req.Service {
+				continue
+			}
+			if _, unary := r.srv.Method(d.Service, d.Method); !unary && (req.Method == "" || req.Method == d.Method) {
+				streams = append(streams, d)
+			}
+			ok = true
+		}
+	}
 	if !ok {
 		return fleet.Errorf(fleet.NotFound, "unknown service %q", req.Service)
 	}
 	if req.Method != "" {
-		names = []string{req.Method}
+		names = nil
+		if _, unary := r.srv.Method(req.Service, req.Method); unary || len(streams) == 0 {
+			names = []string{req.Method}
+		}
 	}
 	for _, n := range names {
 		m, ok := r.srv.Method(req.Service, n)
@@ -194,6 +217,13 @@ func (r *reflection) Describe(_ context.Context, req *DescribeRequest, reply *De
 			Args: *r.describeType(m.ArgType), Reply: *r.describeType(m.ReplyType),
 		})
 	}
+	for _, d := range streams {
+		reply.Methods = append(reply.Methods, MethodInfo{
+			Service: req.Service, Name: d.Method, Stream: d.Kind.String(),
+			Args: *r.describeType(d.ArgType), Reply: *r.describeType(d.ReplyType),
+		})
+	}
+	sort.Slice(reply.Methods, func(i, j int) bool { return reply.Methods[i].Name < reply.Methods[j].Name })
 	reply.Codecs = reflectCodecs()
 	return nil
 }
