@@ -66,6 +66,14 @@ var programs = []struct {
 		`metric: fleet_client_handled_total{code="ok",method="Add",service="Arith"} 1`,
 		`metric: fleet_server_handled_total{code="ok",method="Add",route="native",service="Arith",type="unary"} 1`,
 	}},
+	{"inprocess", []string{
+		"Hello: hello, Ada (metadata greeted=Ada)",
+		"Hello without a name: invalid_argument",
+		"without the token: unauthenticated",
+		"Repeat: 1: hello, Grace",
+		"Repeat: 2: hello, Grace",
+		"after Shutdown: unavailable",
+	}},
 }
 
 // TestPrograms builds every example (with -race when the test runs with

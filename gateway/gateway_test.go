@@ -204,7 +204,7 @@ func TestHTTPJSON(t *testing.T) {
 		{name: "add", path: "/Arith/Add", body: `{"A":1,"B":2}`, status: 200, reply: "3"},
 		{name: "empty body", path: "/Arith/Add", body: ``, status: 200, reply: "0"},
 		{name: "struct reply", path: "/Plain/Join", body: `{"A":"x","B":"y"}`, status: 200, reply: `"xy"`},
-		{name: "deadline header", path: "/Plain/Join", body: `{"A":"deadline"}`, hdr: map[string]string{gateway.TimeoutHeader: "60000"}, status: 200, reply: `"has deadline"`},
+		{name: "deadline header", path: "/Plain/Join", body: `{"A":"deadline","B":""}`, hdr: map[string]string{gateway.TimeoutHeader: "60000"}, status: 200, reply: `"has deadline"`},
 		{name: "bad timeout", path: "/Plain/Join", body: `{}`, hdr: map[string]string{gateway.TimeoutHeader: "soon"}, status: 400, code: fleet.InvalidArgument},
 		{name: "deadline exceeded", path: "/Probe/Say", body: `{"field1":"wait","field2":1,"field3":1}`, hdr: map[string]string{gateway.TimeoutHeader: "50"}, status: 504, code: fleet.DeadlineExceeded},
 		{name: "handler error", path: "/Arith/Div", body: `{"A":1,"B":0}`, status: 500, code: fleet.Unknown, msg: "divide by zero"},
@@ -253,7 +253,7 @@ func TestHTTPJSON(t *testing.T) {
 		}
 	})
 	t.Run("metadata", func(t *testing.T) {
-		resp, b := post(t, hc, base+"/Plain/Join", `{"A":"a"}`, map[string]string{gateway.MetadataHeaderPrefix + "K": "v1"})
+		resp, b := post(t, hc, base+"/Plain/Join", `{"A":"a","B":""}`, map[string]string{gateway.MetadataHeaderPrefix + "K": "v1"})
 		if resp.StatusCode != 200 || resp.Header.Get(gateway.MetadataHeaderPrefix+"Echo") != "v1" {
 			t.Fatalf("status %d, headers %v, body %s", resp.StatusCode, resp.Header, b)
 		}

@@ -8,12 +8,17 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fleetrpc/fleet"
+	"github.com/fleetrpc/fleet/codec"
+	"github.com/fleetrpc/fleet/internal/jsonfields"
 	"github.com/fleetrpc/fleet/server"
+	"github.com/fleetrpc/fleet/server/reflection"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -122,11 +127,17 @@ func (g *Gateway) serveJSON(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	reply, rmd, err := g.srv.Invoke(ctx, &server.Call{
+	call := &server.Call{
 		Route:   fleet.RouteHTTP,
-		Service: svc, Method: method, Codec: jsonCodec{}, Payload: body,
+		Service: svc, Method: method, Payload: body,
 		Metadata: requestMetadata(r.Header), RemoteAddr: remoteAddr(r.RemoteAddr), LocalAddr: localAddr(r),
-	})
+	}
+	if g.opts.limits.looseJSON {
+		call.Codec = jsonCodec{}
+	} else {
+		call.CodecFor = strictCodecFor
+	}
+	reply, rmd, err := g.srv.Invoke(ctx, call)
 	setResponseMetadata(w.Header(), rmd)
 	if err != nil {
 		writeError(w, HTTPStatus(fleet.CodeOf(err)), err)
@@ -319,4 +330,61 @@ func checkDepth(data []byte, max int) error {
 		}
 	}
 	return nil
+}
+
+// WithLooseJSON, when on, lets the HTTP/JSON route decode a Go-typed
+// argument as encoding/json does, ignoring object keys the type has no
+// field for and leaving fields the JSON omits at their zero value.
+// Default off: such JSON is refused with 400 and invalid_argument naming
+// the field (see strictJSONCodec). Protobuf arguments follow protojson
+// either way (unknown fields and unset required fields refused), and
+// JSON-RPC 2.0 is not checked.
+func WithLooseJSON(on bool) Option {
+	return optionFunc(func(o *options) { o.limits.looseJSON = on })
+}
+
+// strictCodecFor is the HTTP/JSON codec of a method once the pipeline
+// has looked it up (after auth and admission): jsonCodec for protobuf
+// arguments, strictJSONCodec for Go types.
+func strictCodecFor(d server.MethodDesc) (codec.Codec, error) {
+	if d.ArgType == nil || isProto(d.ArgType) {
+		return jsonCodec{}, nil
+	}
+	return strictJSONCodec{checkerOf(d.ArgType)}, nil
+}
+
+// checkers caches the field checker of each Go argument type,
+// process-wide: it depends on the type only.
+var checkers sync.Map // reflect.Type -> *jsonfields.Checker
+
+func checkerOf(t reflect.Type) *jsonfields.Checker {
+	if c, ok := checkers.Load(t); ok {
+		return c.(*jsonfields.Checker)
+	}
+	ti := reflection.DescribeType(t)
+	c, _ := checkers.LoadOrStore(t, jsonfields.New(ti.JSONSchema, ti.Example))
+	return c.(*jsonfields.Checker)
+}
+
+// strictJSONCodec is jsonCodec with the arguments' fields checked first,
+// as `fleet call` checks them (package internal/jsonfields): an object
+// key the Go type has no field for (matched as encoding/json matches:
+// exactly, else ignoring case) is refused, and so is a field the JSON
+// leaves out that the type's zero value encodes (omitempty fields and
+// pointers may be left out), each with invalid_argument naming the field
+// and where it is. An empty body still means the zero value.
+type strictJSONCodec struct{ c *jsonfields.Checker }
+
+func (strictJSONCodec) Name() string { return "json" }
+
+func (s strictJSONCodec) Marshal(v any) ([]byte, error) { return jsonCodec{}.Marshal(v) }
+
+func (s strictJSONCodec) Unmarshal(data []byte, v any) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	if fe := s.c.Check(data); fe != nil {
+		return fleet.NewError(fleet.InvalidArgument, fe.Error())
+	}
+	return jsonCodec{}.Unmarshal(data, v)
 }

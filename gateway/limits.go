@@ -17,6 +17,9 @@ type httpLimits struct {
 	frameTimeout time.Duration
 	bodyTimeout  time.Duration
 	writeTimeout time.Duration
+	// looseJSON turns off the field check of HTTP/JSON arguments
+	// (WithLooseJSON, httpjson.go).
+	looseJSON bool
 }
 
 func defaultHTTPLimits() httpLimits {

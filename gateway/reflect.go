@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"io"
 	"reflect"
 	"sort"
 	"strings"
@@ -26,9 +27,54 @@ import (
 // grpc.health.v1 to the gRPC server.
 func (g *Gateway) registerIntrospection() {
 	opts := grpcreflect.ServerOptions{Services: serviceLister{g}, DescriptorResolver: descResolver{g}}
-	reflectv1.RegisterServerReflectionServer(g.grpc, grpcreflect.NewServerV1(opts))
-	reflectv1alpha.RegisterServerReflectionServer(g.grpc, grpcreflect.NewServer(opts))
+	reflectv1.RegisterServerReflectionServer(g.grpc, selfContained[reflectv1.ServerReflectionRequest, reflectv1.ServerReflectionResponse]{grpcreflect.NewServerV1(opts)})
+	reflectv1alpha.RegisterServerReflectionServer(g.grpc, selfContained[reflectv1alpha.ServerReflectionRequest, reflectv1alpha.ServerReflectionResponse]{grpcreflect.NewServer(opts)})
 	healthpb.RegisterHealthServer(g.grpc, health{g: g})
+}
+
+// selfContained makes every answer of a reflection stream carry the
+// transitive dependencies of the file it sends, as the reflection
+// protocol (grpc/grpc reflection.proto, FileDescriptorResponse) expects,
+// so a client can build the file from that one answer. grpc-go's server
+// leaves out the files it already sent on the same stream; selfContained
+// hands it each request on a stream of its own, so it starts afresh every
+// time. Each file goes under the name the files importing it use (its
+// path in the registry, e.g. "benchmark.proto").
+type selfContained[Req, Resp any] struct {
+	inner interface {
+		ServerReflectionInfo(grpc.BidiStreamingServer[Req, Resp]) error
+	}
+}
+
+func (s selfContained[Req, Resp]) ServerReflectionInfo(stream grpc.BidiStreamingServer[Req, Resp]) error {
+	for {
+		req, err := stream.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.inner.ServerReflectionInfo(&oneRequest[Req, Resp]{BidiStreamingServer: stream, req: req}); err != nil {
+			return err
+		}
+	}
+}
+
+// oneRequest is a reflection stream that yields one request and then
+// io.EOF; answers go to the real stream.
+type oneRequest[Req, Resp any] struct {
+	grpc.BidiStreamingServer[Req, Resp]
+	req *Req
+}
+
+func (o *oneRequest[Req, Resp]) Recv() (*Req, error) {
+	if o.req == nil {
+		return nil, io.EOF
+	}
+	r := o.req
+	o.req = nil
+	return r, nil
 }
 
 // grpcServiceName is the gRPC name of a Fleet service.

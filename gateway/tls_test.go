@@ -77,7 +77,7 @@ func TestShutdownWithOpenClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	hc := httpClient(t)
-	if resp, _ := post(t, hc, "http://"+addr+"/Arith/Add", `{}`, nil); resp.StatusCode != 200 {
+	if resp, _ := post(t, hc, "http://"+addr+"/Arith/Add", `{"A":0,"B":0}`, nil); resp.StatusCode != 200 {
 		t.Fatal(resp.Status)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/client"
+	"github.com/fleetrpc/fleet/gateway"
 	"github.com/fleetrpc/fleet/internal/benchpb"
 	"github.com/fleetrpc/fleet/internal/demo"
 	"github.com/fleetrpc/fleet/registry"
@@ -92,7 +93,7 @@ func registerBuiltins(srv *server.Server, steer bool) error {
 	if err := health.Register(srv); err != nil {
 		return err
 	}
-	if err := reflection.Register(srv); err != nil {
+	if err := reflection.RegisterWith(srv, reflection.Config{GoTypes: gateway.GoTypeDescriptor}); err != nil {
 		return err
 	}
 	if steer {

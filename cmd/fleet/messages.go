@@ -15,7 +15,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/client"
+	"github.com/fleetrpc/fleet/internal/jsonfields"
 	"github.com/fleetrpc/fleet/server/reflection"
 )
 
@@ -261,58 +261,11 @@ func suggest(services []reflection.ServiceInfo, service, method string) string {
 	return fmt.Sprintf("%s has %s", svc.Name, strings.Join(svc.Methods, ", "))
 }
 
-// nearest returns the name in names closest to s: equal but for case, or
-// within an edit distance of 2 (1 for names of up to 4 letters); "" when
-// none is that close.
-func nearest(s string, names []string) string {
-	best, bestD := "", 1<<30
-	for _, n := range names {
-		if strings.EqualFold(n, s) {
-			return n
-		}
-		d := editDistance(strings.ToLower(s), strings.ToLower(n))
-		if d < bestD {
-			best, bestD = n, d
-		}
-	}
-	limit := 2
-	if len(s) <= 4 {
-		limit = 1
-	}
-	if bestD <= limit {
-		return best
-	}
-	return ""
-}
+// nearest returns the name in names closest to s (jsonfields.Nearest).
+func nearest(s string, names []string) string { return jsonfields.Nearest(s, names) }
 
-// editDistance is the optimal string alignment distance between a and b,
-// in bytes: Levenshtein's insertions, deletions and substitutions, plus
-// the transposition of two adjacent bytes ("Sya" is one edit from "Say"),
-// after Damerau (1964).
-func editDistance(a, b string) int {
-	rows := make([][]int, len(a)+1)
-	for i := range rows {
-		rows[i] = make([]int, len(b)+1)
-		rows[i][0] = i
-	}
-	for j := range rows[0] {
-		rows[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d := min(rows[i-1][j]+1, rows[i][j-1]+1, rows[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d = min(d, rows[i-2][j-2]+1)
-			}
-			rows[i][j] = d
-		}
-	}
-	return rows[len(a)][len(b)]
-}
+// editDistance is jsonfields.EditDistance.
+func editDistance(a, b string) int { return jsonfields.EditDistance(a, b) }
 
 // checkJSON checks that in is one JSON value, and words what is wrong
 // with it with a line and a column (1-based; columns count bytes).
@@ -355,204 +308,29 @@ func position(b []byte, i int) (line, col int) {
 }
 
 // checkFields rejects, for a method of Go types, the object keys of in that
-// the argument's type has no field for (matched as encoding/json matches
-// them: exact, else ignoring case), and the fields its zero value encodes
-// (so neither omitempty fields nor null ones) that in lacks. schema and
-// example come from reflection (ReflectionType.JSONSchema, Example).
+// the argument's type has no field for and the fields its zero value
+// encodes that in lacks (internal/jsonfields, which the gateway's HTTP/JSON
+// route shares). schema and example come from reflection
+// (TypeInfo.JSONSchema, Example).
 func checkFields(what, typ string, in []byte, schemaJSON, example json.RawMessage) error {
-	var root jsonSchema
-	if len(schemaJSON) == 0 || json.Unmarshal(schemaJSON, &root) != nil {
+	fe := jsonfields.New(schemaJSON, example).Check(in)
+	if fe == nil {
 		return nil
 	}
-	var v, ex any
-	if json.Unmarshal(in, &v) != nil {
-		return nil
+	where := fe.Path
+	if where == "" {
+		where = "the argument (" + typ + ")"
 	}
-	if len(example) > 0 {
-		_ = json.Unmarshal(example, &ex)
+	if fe.Missing {
+		return usagef("missing field %q in %s of %s (give its zero value, %s, or --loose to leave it out)",
+			fe.Field, where, what, fe.Zero)
 	}
-	c := fieldChecker{defs: root.Defs, what: what, typ: typ}
-	return c.check("", &root, v, ex)
-}
-
-// jsonSchema is the part of a reflected JSON Schema checkFields reads.
-type jsonSchema struct {
-	Ref                  string                 `json:"$ref"`
-	Type                 any                    `json:"type"`
-	Properties           orderedProps           `json:"properties"`
-	Items                *jsonSchema            `json:"items"`
-	AdditionalProperties *jsonSchema            `json:"additionalProperties"`
-	Defs                 map[string]*jsonSchema `json:"$defs"`
-}
-
-// orderedProps keeps the properties in the schema's order, for messages
-// that list them as declared.
-type orderedProps struct {
-	names []string
-	props map[string]*jsonSchema
-}
-
-func (p *orderedProps) UnmarshalJSON(b []byte) error {
-	if err := json.Unmarshal(b, &p.props); err != nil {
-		return err
+	hint := ""
+	if fe.Near != "" {
+		hint = fmt.Sprintf(`did you mean %q? `, fe.Near)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	depth := 0
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			break
-		}
-		switch x := tok.(type) {
-		case json.Delim:
-			if x == '{' || x == '[' {
-				depth++
-			} else {
-				depth--
-			}
-		case string:
-			if depth == 1 {
-				p.names = append(p.names, x)
-				var skip json.RawMessage
-				if dec.Decode(&skip) != nil {
-					return nil
-				}
-			}
-		}
-	}
-	return nil
-}
-
-type fieldChecker struct {
-	defs      map[string]*jsonSchema
-	what, typ string
-}
-
-func (c *fieldChecker) resolve(s *jsonSchema) *jsonSchema {
-	for i := 0; s != nil && s.Ref != "" && i < 32; i++ {
-		s = c.defs[strings.TrimPrefix(s.Ref, "#/$defs/")]
-	}
-	return s
-}
-
-// check walks v against s; ex is the type's zero value at the same place
-// (nil where unknown). path names the place for the message ("" is the
-// argument itself).
-func (c *fieldChecker) check(path string, s *jsonSchema, v, ex any) error {
-	s = c.resolve(s)
-	if s == nil {
-		return nil
-	}
-	switch x := v.(type) {
-	case map[string]any:
-		if len(s.Properties.names) == 0 {
-			if s.AdditionalProperties != nil {
-				for k, e := range x {
-					if err := c.check(join(path, k), s.AdditionalProperties, e, nil); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
-		}
-		exObj, _ := ex.(map[string]any)
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			name := matchField(k, s.Properties.names)
-			if name == "" {
-				hint := ""
-				if near := nearest(k, s.Properties.names); near != "" {
-					hint = fmt.Sprintf(`did you mean %q? `, near)
-				}
-				return usagef("unknown field %q in %s of %s (%sits fields: %s); --loose sends it anyway",
-					k, c.where(path), c.what, hint, strings.Join(s.Properties.names, ", "))
-			}
-			var exField any
-			if exObj != nil {
-				exField = exObj[name]
-			}
-			if err := c.check(join(path, name), s.Properties.props[name], x[k], exField); err != nil {
-				return err
-			}
-		}
-		for _, name := range s.Properties.names {
-			if exObj == nil || exObj[name] == nil {
-				continue // optional: omitempty, a pointer, or unknown here
-			}
-			if _, ok := exObj[name]; !ok {
-				continue
-			}
-			if matchKey(name, x) {
-				continue
-			}
-			return usagef("missing field %q in %s of %s (give its zero value, %s, or --loose to leave it out)",
-				name, c.where(path), c.what, compactJSON(exObj[name]))
-		}
-	case []any:
-		if s.Items != nil {
-			for i, e := range x {
-				if err := c.check(fmt.Sprintf("%s[%d]", path, i), s.Items, e, nil); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
-}
-
-func (c *fieldChecker) where(path string) string {
-	if path == "" {
-		return "the argument (" + c.typ + ")"
-	}
-	return path
-}
-
-func join(path, k string) string {
-	if path == "" {
-		return k
-	}
-	return path + "." + k
-}
-
-// matchField returns the field name key decodes into, as encoding/json
-// matches: exactly, else ignoring case; "" when none.
-func matchField(key string, names []string) string {
-	for _, n := range names {
-		if n == key {
-			return n
-		}
-	}
-	for _, n := range names {
-		if strings.EqualFold(n, key) {
-			return n
-		}
-	}
-	return ""
-}
-
-// matchKey reports whether obj has a key that decodes into field name.
-func matchKey(name string, obj map[string]any) bool {
-	if _, ok := obj[name]; ok {
-		return true
-	}
-	for k := range obj {
-		if strings.EqualFold(k, name) {
-			return true
-		}
-	}
-	return false
-}
-
-func compactJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "?"
-	}
-	return string(b)
+	return usagef("unknown field %q in %s of %s (%sits fields: %s); --loose sends it anyway",
+		fe.Field, where, what, hint, strings.Join(fe.Fields, ", "))
 }
 
 // protoTemplate returns a message of md with every field a template needs

@@ -104,6 +104,7 @@ func startPlayground(ctx context.Context, f demoFlags) (pg *playground, err erro
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	health := map[string]*server.Server{}
+	var openapi func() ([]byte, error) // the first server's HTTP/JSON routes
 	for i, addr := range addrs {
 		lis, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -131,6 +132,9 @@ func startPlayground(ctx context.Context, f demoFlags) (pg *playground, err erro
 		// The gateway answers gRPC, HTTP/JSON and JSON-RPC 2.0 on the same
 		// port; srv.Shutdown stops it too.
 		gw := gateway.New(srv, gateway.WithLogger(quietLogger()))
+		if openapi == nil {
+			openapi = func() ([]byte, error) { return gw.OpenAPI(gateway.OpenAPIConfig{ServerURL: "http://" + at}) }
+		}
 		done := make(chan struct{})
 		go func() { defer close(done); gw.Serve(lis) }()
 		pg.servers, pg.addrs, pg.done = append(pg.servers, srv), append(pg.addrs, at), append(pg.done, done)
@@ -147,7 +151,7 @@ func startPlayground(ctx context.Context, f demoFlags) (pg *playground, err erro
 			}
 		}
 	}
-	if pg.admin, err = fleetprom.ListenAdmin(f.srv.adminAddr, fleetprom.AdminConfig{Gatherer: reg, Servers: health, Pprof: f.srv.pprof}); err != nil {
+	if pg.admin, err = fleetprom.ListenAdmin(f.srv.adminAddr, fleetprom.AdminConfig{Gatherer: reg, Servers: health, Pprof: f.srv.pprof, OpenAPI: openapi}); err != nil {
 		return nil, err
 	}
 	if f.srv.load > 0 {

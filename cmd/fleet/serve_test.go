@@ -65,6 +65,13 @@ func TestDemoServe(t *testing.T) {
 	if code, body := get("/healthz"); code != 200 {
 		t.Fatalf("/healthz: %d %q", code, body)
 	}
+	// The admin endpoint serves the OpenAPI document of the first
+	// server's HTTP/JSON routes (fleet.Admin among them: the demo has auth).
+	code, body := get("/openapi.json")
+	if code != 200 || !strings.Contains(body, `"openapi": "3.1.0"`) || !strings.Contains(body, `"/Arith/Add"`) ||
+		!strings.Contains(body, `"url": "http://`+pg.addrs[0]+`"`) {
+		t.Fatalf("/openapi.json: %d\n%.300s", code, body)
+	}
 }
 
 // TestDemoServeGateway: the demo's servers answer HTTP/JSON and JSON-RPC

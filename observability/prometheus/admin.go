@@ -36,6 +36,10 @@ type AdminConfig struct {
 	// rebinding (a name of the attacker's that resolves to this
 	// machine). Default none.
 	Hosts []string
+	// OpenAPI, when set, is served at /openapi.json: the document of the
+	// gateway's HTTP/JSON routes, such as gateway.Gateway.OpenAPI writes
+	// it, built on each request. Default none (404).
+	OpenAPI func() ([]byte, error)
 	// Token, when set, is required on every request as
 	// "Authorization: Bearer <Token>". ListenAdmin refuses a non-loopback
 	// address without one. Default "".
@@ -49,6 +53,8 @@ type AdminConfig struct {
 //	                the body has one "name STATUS" line per server
 //	/readyz         as /healthz, and 503 also while cfg.Ready returns false
 //	/debug/pprof/   the runtime profiles, when cfg.Pprof is set
+//	/openapi.json   the OpenAPI document cfg.OpenAPI returns, when set
+//	                (500 with the error's text when it fails)
 //
 // Every request must carry a Host that is an IP literal,
 // "localhost" or one of cfg.Hosts, and be one a browser did not mark as
@@ -70,6 +76,17 @@ func AdminHandler(cfg AdminConfig) http.Handler {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		health(w, cfg.Servers, cfg.Ready == nil || cfg.Ready())
 	})
+	if cfg.OpenAPI != nil {
+		mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
+			doc, err := cfg.OpenAPI()
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(doc)
+		})
+	}
 	if cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

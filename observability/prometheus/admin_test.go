@@ -2,6 +2,7 @@ package fleetprom_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -163,5 +164,46 @@ func TestAdminBrowserRequests(t *testing.T) {
 		if resp.StatusCode != http.StatusNotFound {
 			t.Errorf("%s without Pprof: %d", path, resp.StatusCode)
 		}
+	}
+}
+
+// TestAdminOpenAPI: /openapi.json serves what AdminConfig.OpenAPI returns,
+// as JSON and behind the token; a failure is a 500 with its text; without
+// OpenAPI the path is 404.
+func TestAdminOpenAPI(t *testing.T) {
+	const token = "s3cret"
+	fail := false
+	adm, err := fleetprom.ListenAdmin("127.0.0.1:0", fleetprom.AdminConfig{
+		Gatherer: prometheus.NewRegistry(), Token: token,
+		OpenAPI: func() ([]byte, error) {
+			if fail {
+				return nil, errors.New("no document")
+			}
+			return []byte(`{"openapi":"3.1.0"}`), nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	base := "http://" + adm.Addr().String()
+	if code, _ := get(t, base+"/openapi.json", ""); code != http.StatusUnauthorized {
+		t.Errorf("without token: %d", code)
+	}
+	if code, body := get(t, base+"/openapi.json", token); code != 200 || body != `{"openapi":"3.1.0"}` {
+		t.Errorf("/openapi.json: %d %q", code, body)
+	}
+	fail = true
+	if code, body := get(t, base+"/openapi.json", token); code != 500 || !strings.Contains(body, "no document") {
+		t.Errorf("failing OpenAPI: %d %q", code, body)
+	}
+
+	plain, err := fleetprom.ListenAdmin("127.0.0.1:0", fleetprom.AdminConfig{Gatherer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if code, _ := get(t, "http://"+plain.Addr().String()+"/openapi.json", ""); code != http.StatusNotFound {
+		t.Errorf("without OpenAPI: %d", code)
 	}
 }

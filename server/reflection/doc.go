@@ -10,6 +10,10 @@
 //	srv := server.New()
 //	if err := reflection.Register(srv); err != nil { ... }
 //
+// RegisterWith(srv, Config{GoTypes: gateway.GoTypeDescriptor}) also
+// describes each Go type by the protobuf message the gateway maps it to
+// over gRPC, from which `fleet describe --proto` writes a .proto.
+//
 // It reads the server through its public API (server.Server.Services and
 // Method) when each call is answered. Calls to it pass through the
 // server's auth function and interceptors like any other call. The wire

@@ -58,10 +58,13 @@ type CodecInfo struct {
 
 // DescribeRequest is the argument of fleet.Reflection.Describe:
 // Service is required; an empty Method describes every method of the
-// service.
+// service. With Streams, the streaming methods are described too (and a
+// service of streaming methods only is found), each with
+// MethodInfo.Stream set; without it only unary methods are, as before.
 type DescribeRequest struct {
 	Service string `json:"service"`
 	Method  string `json:"method,omitempty"`
+	Streams bool   `json:"streams,omitempty"`
 }
 
 // DescribeReply is the reply of fleet.Reflection.Describe.
@@ -72,10 +75,15 @@ type DescribeReply struct {
 	Codecs []CodecInfo `json:"codecs"`
 }
 
-// MethodInfo describes one method: its argument and reply types.
+// MethodInfo describes one method: its argument and reply types. For a
+// streaming method (described when DescribeRequest.Streams is set),
+// Stream is its kind, "server", "client" or "bidi" (server.StreamKind),
+// and Args and Reply are the types of the messages the client and the
+// server send; it is empty for a unary method.
 type MethodInfo struct {
 	Service string   `json:"service"`
 	Name    string   `json:"name"`
+	Stream  string   `json:"stream,omitempty"`
 	Args    TypeInfo `json:"args"`
 	Reply   TypeInfo `json:"reply"`
 }
@@ -96,6 +104,13 @@ type MethodInfo struct {
 // from json tags, embedded structs flattened, []byte as base64 strings),
 // and the JSON codec decodes any instance of it.
 //
+// For a Go type, when the service was registered with a Config whose
+// GoTypes maps the type to a protobuf message (as the gateway serves it
+// over gRPC), GRPCMessage is that message's full name and GRPCFiles the
+// serialized FileDescriptorSet of its file and imports, dependencies
+// first; `fleet describe --proto` writes a .proto from them. Both are
+// empty otherwise.
+//
 // Example, for both kinds, is encoding/json's encoding of the type's zero
 // value: a template of the JSON shape (for protobuf messages, field names
 // follow the generated struct's json tags, not protojson).
@@ -105,12 +120,27 @@ type TypeInfo struct {
 	Protobuf          string          `json:"protobuf,omitempty"`
 	FileDescriptorSet []byte          `json:"file_descriptor_set,omitempty"`
 	JSONSchema        json.RawMessage `json:"json_schema,omitempty"`
+	GRPCMessage       string          `json:"grpc_message,omitempty"`
+	GRPCFiles         []byte          `json:"grpc_files,omitempty"`
 	Example           json.RawMessage `json:"example,omitempty"`
+}
+
+// Config tunes RegisterWith. The zero value describes Go types by JSON
+// Schema only, as Register does.
+type Config struct {
+	// GoTypes, when set, maps a Go type that is not a protobuf message
+	// (the A of a method taking *A) to the protobuf message that stands
+	// for it on the wire, such as gateway.GoTypeDescriptor, the mapping
+	// the gateway serves Go-typed methods over gRPC with. It is called
+	// once per type, from the calls of fleet.Reflection, and must be safe
+	// for concurrent use; a type it fails for has no GRPCMessage.
+	GoTypes func(reflect.Type) (protoreflect.MessageDescriptor, error)
 }
 
 // reflection is the receiver of the fleet.Reflection service.
 type reflection struct {
 	srv   *server.Server
+	cfg   Config
 	types sync.Map // reflect.Type -> *TypeInfo, built once per type
 }
 
@@ -121,11 +151,16 @@ type reflection struct {
 // registration. A server without it does not describe itself: `fleet
 // list` and `describe` then fail with Unimplemented and `fleet call`
 // falls back to plain JSON.
-func Register(srv *server.Server) error {
+func Register(srv *server.Server) error { return RegisterWith(srv, Config{}) }
+
+// RegisterWith is Register with a Config: with Config.GoTypes set, the
+// description of a Go type also carries the protobuf message it maps to
+// (TypeInfo.GRPCMessage and GRPCFiles). It fails as Register does.
+func RegisterWith(srv *server.Server, cfg Config) error {
 	if _, taken := srv.Method(Service, "Describe"); taken {
 		return fmt.Errorf("reflection: %s.Describe is already registered", Service)
 	}
-	r := &reflection{srv: srv}
+	r := &reflection{srv: srv, cfg: cfg}
 	if err := server.Handle(srv, Service, "List", r.List); err != nil {
 		return err
 	}
@@ -151,11 +186,26 @@ func (r *reflection) Describe(_ context.Context, req *DescribeRequest, reply *De
 		return fleet.NewError(fleet.InvalidArgument, "describe: no service given")
 	}
 	names, ok := r.srv.Services()[req.Service]
+	var streams []server.StreamDesc
+	if req.Streams {
+		for _, d := range r.srv.StreamMethods() {
+			if d.Service != req.Service {
+				continue
+			}
+			if _, unary := r.srv.Method(d.Service, d.Method); !unary && (req.Method == "" || req.Method == d.Method) {
+				streams = append(streams, d)
+			}
+			ok = true
+		}
+	}
 	if !ok {
 		return fleet.Errorf(fleet.NotFound, "unknown service %q", req.Service)
 	}
 	if req.Method != "" {
-		names = []string{req.Method}
+		names = nil
+		if _, unary := r.srv.Method(req.Service, req.Method); unary || len(streams) == 0 {
+			names = []string{req.Method}
+		}
 	}
 	for _, n := range names {
 		m, ok := r.srv.Method(req.Service, n)
@@ -167,8 +217,26 @@ func (r *reflection) Describe(_ context.Context, req *DescribeRequest, reply *De
 			Args: *r.describeType(m.ArgType), Reply: *r.describeType(m.ReplyType),
 		})
 	}
+	for _, d := range streams {
+		reply.Methods = append(reply.Methods, MethodInfo{
+			Service: req.Service, Name: d.Method, Stream: d.Kind.String(),
+			Args: *r.describeType(d.ArgType), Reply: *r.describeType(d.ReplyType),
+		})
+	}
+	sort.Slice(reply.Methods, func(i, j int) bool { return reply.Methods[i].Name < reply.Methods[j].Name })
 	reply.Codecs = reflectCodecs()
 	return nil
+}
+
+// DescribeType returns the description of the Go type t (the A of a
+// method taking *A) as Describe gives it, without GRPCMessage and
+// GRPCFiles: the protobuf descriptors for a generated message, else the
+// JSON Schema; and the zero value's JSON. It builds it on each call
+// (Describe caches its own); it is safe for concurrent use. The gateway
+// uses it to check the fields of HTTP/JSON arguments as `fleet call`
+// does.
+func DescribeType(t reflect.Type) TypeInfo {
+	return *(&reflection{}).describeType(t)
 }
 
 // describeType returns the (cached) description of t.
@@ -188,6 +256,13 @@ func (r *reflection) describeType(t reflect.Type) *TypeInfo {
 		}
 	} else {
 		d.JSONSchema = jsonSchemaOf(t)
+		if r.cfg.GoTypes != nil {
+			if md, err := r.cfg.GoTypes(t); err == nil && md != nil {
+				if fds, err := proto.Marshal(fileDescriptorSet(md.ParentFile())); err == nil {
+					d.GRPCMessage, d.GRPCFiles = string(md.FullName()), fds
+				}
+			}
+		}
 	}
 	v, _ := r.types.LoadOrStore(t, d)
 	return v.(*TypeInfo)
