@@ -3,10 +3,10 @@ package policy
 import (
 	"bytes"
 	"context"
-	"math/rand/v2"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"regexp"
 	"strings"
 	"time"
