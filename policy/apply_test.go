@@ -209,7 +209,9 @@ func testLiveTimeoutAndRetry(t *testing.T, f *fixture) {
 	}
 }
 
-func TestLiveTimeoutAndRetry(t *testing.T) { testLiveTimeoutAndRetry(t, newFixture(t, &policy.Memory{})) }
+func TestLiveTimeoutAndRetry(t *testing.T) {
+	testLiveTimeoutAndRetry(t, newFixture(t, &policy.Memory{}))
+}
 
 // testFault: 10% aborts only for the calls carrying x-test, ±2 points.
 func testFault(t *testing.T, f *fixture) {
