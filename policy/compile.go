@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"regexp"
@@ -354,6 +353,7 @@ func cloneDocument(doc *Document) *Document {
 	return &d
 }
 
-// ErrNoPolicy is returned by a source's Get when the service has no policy
-// document.
-var ErrNoPolicy = errors.New("policy: no policy document for the service")
+// ErrNoPolicy is returned by Memory's and File's Get when the service has
+// no policy document. It has code NotFound, as the registries' stores'
+// errors for a missing document do: test with fleet.CodeOf.
+var ErrNoPolicy = fleet.NewError(fleet.NotFound, "policy: no policy document for the service")

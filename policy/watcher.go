@@ -25,7 +25,8 @@ type Source interface {
 // policy get|set` and the demo.
 type Store interface {
 	Source
-	// Get returns the service's document, or ErrNoPolicy.
+	// Get returns the service's document, or an error with code
+	// NotFound when it has none.
 	Get(ctx context.Context, service string) ([]byte, error)
 	// Put replaces the service's document; nil deletes it.
 	Put(ctx context.Context, service string, doc []byte) error
