@@ -179,4 +179,3 @@ func (s *PolicyStore) follow(ctx context.Context, wch clientv3.WatchChan, reconn
 // Close ends every watch and closes the client unless it came from
 // Config.Client.
 func (s *PolicyStore) Close() error { return s.d.Close() }
-
