@@ -74,7 +74,8 @@ func (x *XClient) backup(ctx context.Context, s *callSettings, method string, ar
 			a.tried[a.ntried] = ep.key
 			a.ntried++
 		}
-		go func() { results <- result{r, x.attemptOne(ctx, s, ep, method, args, r)} }()
+		sc := *s // attemptOne writes sc.injected
+		go func() { results <- result{r, x.attemptOne(ctx, &sc, ep, method, args, r)} }()
 	}
 	launch(first)
 	delay := s.hedge.Delay

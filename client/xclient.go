@@ -176,7 +176,7 @@ func (x *XClient) Call(ctx context.Context, method string, args, reply any) erro
 		if x.opts.observer != nil {
 			x.opts.observer.OnRetry(x.service, method)
 		}
-		if s.failMode == Failover && a.ntried < len(a.tried) {
+		if s.failMode == Failover && a.ntried < len(a.tried) && !s.injected {
 			a.tried[a.ntried] = ep.key
 			a.ntried++
 		}

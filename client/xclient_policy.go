@@ -95,6 +95,7 @@ type callSettings struct {
 	fault       func(context.Context) error
 	hedged      bool        // Failbackup, or a policy's hedging
 	hedge       HedgePolicy // when hedged
+	injected    bool        // the last attempt was failed by s.fault
 }
 
 // settings returns the call's settings and its context (with the policy's
@@ -147,10 +148,14 @@ func (x *XClient) retryableFor(s *callSettings, err error, method string) bool {
 
 // attemptOne runs the call's injected fault, if any, and then one attempt
 // on ep. An injected abort does not reach the server, its breaker or the
-// selector's observer.
+// selector's observer, and does not count ep as tried: a retry may choose
+// it again. attemptOne writes s.injected: concurrent attempts (backup)
+// each pass their own copy of the settings.
 func (x *XClient) attemptOne(ctx context.Context, s *callSettings, ep *endpoint, method string, args, reply any) error {
+	s.injected = false
 	if s.fault != nil {
 		if err := s.fault(ctx); err != nil {
+			s.injected = true
 			return err
 		}
 	}
