@@ -52,7 +52,7 @@ type Subset struct {
 type Route struct {
 	// Name labels the route in errors and reports. Optional.
 	Name  string `json:"name,omitempty"`
-	Match Match  `json:"match,omitempty"`
+	Match Match  `json:"match,omitzero"`
 	// Destinations split the matched calls between subsets by weight
 	// (xDS weighted_clusters); the weights must sum to 100. Empty: every
 	// instance.
@@ -118,7 +118,7 @@ type Retry struct {
 	RetryOn []string `json:"retryOn,omitempty"`
 	// Backoff is the full-jitter backoff between attempts; zero keeps the
 	// client's.
-	Backoff Backoff `json:"backoff,omitempty"`
+	Backoff Backoff `json:"backoff,omitzero"`
 	// Budget bounds the retries. Required when Attempts > 1.
 	Budget *Budget `json:"budget,omitempty"`
 }
