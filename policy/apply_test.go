@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/policy"
 	"github.com/fleetrpc/fleet/policy/policytest"
+	"github.com/fleetrpc/fleet/registry"
 	"go.uber.org/goleak"
 )
 
@@ -114,5 +116,29 @@ func TestApplyLimits(t *testing.T) {
 	defer mu.Unlock()
 	if set["Echo.Do"] != (policy.Limits{Rate: 10}) || set["Echo.Other"] != (policy.Limits{}) {
 		t.Fatalf("after l2: %+v", set)
+	}
+}
+
+// Deciding a call allocates nothing: the route match, the weighted draw
+// and the subset's server filter are made when the policy or the server
+// list changes.
+func TestDecideAllocs(t *testing.T) {
+	p, err := policy.Parse([]byte(goodYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := policy.NewClient(policy.Static{P: p})
+	c.Update([]registry.Instance{{Service: "Echo", Addr: "a:1", Version: "v1"}, {Service: "Echo", Addr: "b:1", Tags: []string{"v2"}}})
+	canary := fleet.AppendOutgoingMetadata(context.Background(), "x-env", "canary")
+	d := c.Decide(canary, "Do")
+	if d.Allow == nil || !d.Allow("b:1") || d.Allow("a:1") {
+		t.Fatal("the header route does not restrict the call to v2")
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		c.Decide(canary, "Do")
+		c.Decide(context.Background(), "Other")
+	})
+	if allocs != 0 {
+		t.Fatalf("Decide allocates %.1f times per call", allocs/2)
 	}
 }
