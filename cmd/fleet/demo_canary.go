@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/fleetrpc/fleet/internal/demo"
 	"github.com/fleetrpc/fleet/policy"
 	"github.com/fleetrpc/fleet/registry"
-	"github.com/fleetrpc/fleet/registry/etcd"
 	"github.com/fleetrpc/fleet/selector"
 	"github.com/fleetrpc/fleet/server"
 )
@@ -44,7 +42,8 @@ type canaryServer struct {
 }
 
 // runCanary runs `fleet demo --canary`: two v1 and two v2 servers of
-// Hello in the registry, a client applying the registry-held policy, and
+// Hello in the registry, a client applying the policy held in the same
+// registry, and
 // the policy moving 0% → 5% → 50% → 100% of the calls to v2, each step
 // checked by the share of calls the v2 servers served. With --fault, one
 // more route aborts 10% of Hello.Say's attempts with Unavailable and the
@@ -66,15 +65,11 @@ func runCanary(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error
 		return err
 	}
 	defer b.close()
-	u, err := url.Parse(b.url)
-	if err != nil || u.Scheme != "etcd" {
-		return usagef("--canary keeps the policy in etcd: use the embedded etcd (no --registry) or --registry etcd://host:port")
-	}
-	store, err := etcd.NewPolicyStore(etcd.Config{Endpoints: []string{u.Host}, Logger: quietLogger()})
+	store, closeStore, err := openPolicyStore(b.url, 10*time.Second)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer closeStore()
 
 	var servers []*canaryServer
 	defer func() {
@@ -92,10 +87,12 @@ func runCanary(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error
 		}
 		servers = append(servers, d)
 	}
-	// Start from no policy, then let the watcher follow the registry.
+	// Start from no policy, let the watcher follow the registry, and
+	// leave no policy behind.
 	if err := store.Put(ctx, "Hello", nil); err != nil {
 		return err
 	}
+	defer store.Put(context.Background(), "Hello", nil)
 	w, err := policy.NewWatcher(store, "Hello", policy.WatcherConfig{Logger: quietLogger()})
 	if err != nil {
 		return err
@@ -114,10 +111,10 @@ func runCanary(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error
 	if !f.json {
 		fault := ""
 		if f.fault {
-			fault = "; fault: 10% of Hello.Say's attempts aborted with unavailable, retried up to 5 attempts"
+			fault = "; fault: 10% of Hello.Say's attempts aborted with unavailable, retried up to 8 attempts"
 		}
-		fmt.Fprintf(stderr, "registry: %s; policy at %s/Hello; servers v1: %s, %s; v2: %s, %s%s\n",
-			b.name, "/fleet/policies", servers[0].addr, servers[1].addr, servers[2].addr, servers[3].addr, fault)
+		fmt.Fprintf(stderr, "registry: %s (holding Hello's policy); servers v1: %s, %s; v2: %s, %s%s\n",
+			b.name, servers[0].addr, servers[1].addr, servers[2].addr, servers[3].addr, fault)
 	}
 	perStep := max(1, f.calls/len(canaryShares))
 	args := benchpb.New()
@@ -198,7 +195,7 @@ func canaryPolicy(version string, pct int, fault bool) []byte {
 			Name:         "say-fault",
 			Match:        policy.Match{Method: "Say"},
 			Destinations: dests,
-			Retry: &policy.Retry{Attempts: 5, RetryOn: []string{"unavailable"},
+			Retry: &policy.Retry{Attempts: 8, RetryOn: []string{"unavailable"},
 				Backoff: policy.Backoff{Base: policy.Duration(time.Millisecond), Max: policy.Duration(10 * time.Millisecond)},
 				Budget:  &policy.Budget{Percent: 50}},
 			Fault: &policy.Fault{Abort: &policy.FaultAbort{Code: "unavailable", Percent: 10}},

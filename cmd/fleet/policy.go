@@ -12,6 +12,9 @@ import (
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/policy"
 	"github.com/fleetrpc/fleet/registry/etcd"
+	"github.com/fleetrpc/fleet/registry/nats"
+	"github.com/fleetrpc/fleet/registry/redis"
+	"github.com/fleetrpc/fleet/registry/zookeeper"
 	"github.com/pmezard/go-difflib/difflib"
 	"github.com/spf13/cobra"
 )
@@ -29,8 +32,9 @@ func init() {
 		Use:   "policy",
 		Short: "Read, write, compare and check traffic policies (docs/policy.md)",
 		Long: `policy works on the traffic policy documents Fleet clients and servers
-follow (docs/policy.md): one per service, held in etcd under
-/fleet/policies/SERVICE (--registry), or in a file (--file).
+follow (docs/policy.md): one per service, held in a registry (--registry:
+etcd /fleet/policies/SERVICE, ZooKeeper /fleet/policies/SERVICE, Redis
+fleet:policies:SERVICE, NATS bucket fleet_policies) or in a file (--file).
 
   fleet policy validate FILE...        check documents; exit 2 if one is bad
   fleet policy get SERVICE             print the document in force
@@ -38,7 +42,7 @@ follow (docs/policy.md): one per service, held in etcd under
   fleet policy diff SERVICE FILE       show how FILE differs from the stored one`,
 	}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&f.registry, "registry", "etcd://"+defaultRegistryAddr, "the registry holding the policies (etcd://host:port)")
+	pf.StringVar(&f.registry, "registry", "etcd://"+defaultRegistryAddr, "the registry holding the policies: etcd://, zookeeper://, redis:// or nats://host:port")
 	pf.StringVar(&f.file, "file", "", "use this policy file instead of the registry")
 	pf.BoolVar(&f.yaml, "yaml", false, "print documents as YAML (default JSON)")
 	pf.DurationVar(&f.timeout, "timeout", 10*time.Second, "bound on each registry request")
@@ -94,16 +98,43 @@ func withPolicyStore(ctx context.Context, f policyFlags, fn func(context.Context
 	if f.file != "" {
 		return fn(ctx, policy.File{Path: f.file})
 	}
-	u, err := url.Parse(f.registry)
-	if err != nil || u.Scheme != "etcd" || u.Host == "" {
-		return usagef("--registry %q: policies are kept in etcd (etcd://host:port), or use --file", f.registry)
-	}
-	s, err := etcd.NewPolicyStore(etcd.Config{Endpoints: []string{u.Host}, DialTimeout: f.timeout, RequestTimeout: f.timeout, Logger: quietLogger()})
+	s, closeStore, err := openPolicyStore(f.registry, f.timeout)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
+	defer closeStore()
 	return fn(ctx, s)
+}
+
+// openPolicyStore opens the policy store of the registry at rawURL
+// (etcd://, zookeeper://, redis://, nats://host:port), with requests
+// bounded by timeout.
+func openPolicyStore(rawURL string, timeout time.Duration) (policy.Store, func(), error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return nil, nil, usagef("--registry %q: want scheme://host:port (etcd, zookeeper, redis, nats), or use --file", rawURL)
+	}
+	type store interface {
+		policy.Store
+		Close() error
+	}
+	var s store
+	switch u.Scheme {
+	case "etcd":
+		s, err = etcd.NewPolicyStore(etcd.Config{Endpoints: []string{u.Host}, DialTimeout: timeout, RequestTimeout: timeout, Logger: quietLogger()})
+	case "zookeeper":
+		s, err = zookeeper.NewPolicyStore(zookeeper.Config{Servers: []string{u.Host}, Logger: quietLogger()})
+	case "redis":
+		s, err = redis.NewPolicyStore(redis.Config{Addr: u.Host, Logger: quietLogger()})
+	case "nats":
+		s, err = nats.NewPolicyStore(nats.Config{URL: "nats://" + u.Host, RequestTimeout: timeout, Logger: quietLogger()})
+	default:
+		return nil, nil, usagef("--registry %q: unknown scheme %q (etcd, zookeeper, redis, nats)", rawURL, u.Scheme)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, func() { s.Close() }, nil
 }
 
 // readPolicyFile reads and checks a document file; a bad one is a usage

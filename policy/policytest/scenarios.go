@@ -239,7 +239,7 @@ func Fault(t *testing.T, f *Fixture) {
 	// an injected abort does not count its server as tried.
 	f.Set(t, "f2", `{"version":"f2","service":"Echo","subsets":[{"name":"v2","version":"v2"}],"routes":[
 	  {"match":{"method":"Do"},"destinations":[{"subset":"v2","weight":100}],
-	   "retry":{"attempts":5,"retryOn":["unavailable"],"budget":{"percent":50}},
+	   "retry":{"attempts":8,"retryOn":["unavailable"],"budget":{"percent":50}},
 	   "fault":{"abort":{"code":"unavailable","percent":10}}}]}`)
 	if _, errs := f.Run(matched, 4000, "Do", Req{}); len(errs) > 0 {
 		t.Fatalf("retries did not absorb the injected aborts: %d failed, first %v", len(errs), errs[0])
