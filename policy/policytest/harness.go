@@ -1,6 +1,3 @@
-// Package policytest runs real Fleet servers in-process for policy tests
-// and the canary demo: instances of one service tagged by version, each
-// answering with its name, and an XClient that applies a policy.
 package policytest
 
 import (
