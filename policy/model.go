@@ -176,7 +176,7 @@ type MethodLimit struct {
 	Method string `json:"method"`
 	// Rate is the sustained calls per second admitted; 0: unlimited.
 	Rate float64 `json:"rate,omitempty"`
-	// Burst is the token bucket's depth; 0: max(1, Rate).
+	// Burst is the token bucket's depth; 0: 1 when Rate is set.
 	Burst int `json:"burst,omitempty"`
 	// MaxConcurrent bounds the calls running at once; 0: unlimited.
 	MaxConcurrent int `json:"maxConcurrent,omitempty"`

@@ -6,9 +6,10 @@ import (
 )
 
 // Limits is a method's admission limits on a server, the same fields as
-// server.MethodLimits: Rate calls per second sustained (0: unlimited),
-// Burst the token bucket's depth, MaxConcurrent the calls running at once
-// (0: unlimited). The zero Limits removes every limit.
+// server.MethodLimits, in the same order, so that one converts to the
+// other: Rate calls per second sustained (0: unlimited), Burst the token
+// bucket's depth (0: 1 when Rate is set), MaxConcurrent the calls running
+// at once (0: unlimited). The zero Limits removes every limit.
 type Limits struct {
 	Rate          float64
 	Burst         int
@@ -17,10 +18,12 @@ type Limits struct {
 
 // LimitSetter sets one method's limits on a server. (*server.Server)'s
 // SetMethodLimits(service, method, server.MethodLimits) is adapted to it
-// by a LimitSetterFunc:
+// by a LimitSetterFunc (Limits converts to server.MethodLimits, whose
+// fields it mirrors):
 //
 //	policy.LimitSetterFunc(func(svc, m string, l policy.Limits) error {
-//		return srv.SetMethodLimits(svc, m, server.MethodLimits(l))
+//		srv.SetMethodLimits(svc, m, server.MethodLimits(l))
+//		return nil
 //	})
 type LimitSetter interface {
 	SetMethodLimits(service, method string, l Limits) error
