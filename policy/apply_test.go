@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -140,5 +141,48 @@ func TestDecideAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("Decide allocates %.1f times per call", allocs/2)
+	}
+}
+
+// recorder is a policy.Observer.
+type recorder struct {
+	mu       sync.Mutex
+	applied  []string
+	refusals int
+}
+
+func (r *recorder) Applied(_, version string) {
+	r.mu.Lock()
+	r.applied = append(r.applied, version)
+	r.mu.Unlock()
+}
+func (r *recorder) Refused(string, error) { r.mu.Lock(); r.refusals++; r.mu.Unlock() }
+
+func TestWatcherObserver(t *testing.T) {
+	var rec recorder
+	var mem policy.Memory
+	if err := mem.Put(context.Background(), "Echo", []byte(`{"version":"a","service":"Echo"}`)); err != nil {
+		t.Fatal(err)
+	}
+	w, err := policy.NewWatcher(&mem, "Echo", policy.WatcherConfig{Logger: quiet, Observer: &rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := w.Wait(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Apply([]byte(`{"version":"b"}`)); fleet.CodeOf(err) != fleet.InvalidArgument {
+		t.Fatalf("a document without a service: %v", err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if !slices.Contains(rec.applied, "a") || rec.refusals != 1 {
+		t.Fatalf("observer saw applied %v, %d refusals", rec.applied, rec.refusals)
+	}
+	if st := w.Stats(); st.Version != "a" || st.Refused != 1 {
+		t.Fatalf("stats %+v", st)
 	}
 }

@@ -37,6 +37,20 @@ type WatcherConfig struct {
 	// Logger receives a record for each policy applied (Info) and
 	// refused (Warn). Default slog.Default().
 	Logger *slog.Logger
+	// Observer, when set, is told of each document applied or refused,
+	// for metrics (the version in force, a refusals counter). Default
+	// none.
+	Observer Observer
+}
+
+// Observer receives a Watcher's events. Its methods run on the goroutine
+// that applies documents (the watcher's, or Apply's caller), one at a
+// time, and must be quick.
+type Observer interface {
+	// Applied: version is now in force ("" when the policy was removed).
+	Applied(service, version string)
+	// Refused: a document was refused for err; the previous policy stays.
+	Refused(service string, err error)
 }
 
 // Stats is what a Watcher reports.
@@ -61,6 +75,7 @@ type Stats struct {
 type Watcher struct {
 	service string
 	log     *slog.Logger
+	obs     Observer
 	cur     atomic.Pointer[Policy]
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -83,7 +98,7 @@ func NewWatcher(src Source, service string, cfg WatcherConfig) (*Watcher, error)
 		cancel()
 		return nil, fleet.Errorf(fleet.Unavailable, "policy: watch %s: %w", service, err)
 	}
-	w := &Watcher{service: service, log: cfg.Logger, cancel: cancel, done: make(chan struct{}),
+	w := &Watcher{service: service, log: cfg.Logger, obs: cfg.Observer, cancel: cancel, done: make(chan struct{}),
 		changed: make(chan struct{}), subs: map[int]func(*Policy){}}
 	if w.log == nil {
 		w.log = slog.Default()
@@ -105,6 +120,8 @@ func (w *Watcher) run(ch <-chan []byte) {
 // directly to apply a document from elsewhere. It returns why doc was
 // refused (code InvalidArgument), or nil.
 func (w *Watcher) Apply(doc []byte) error {
+	w.applyMu.Lock()
+	defer w.applyMu.Unlock()
 	var p *Policy
 	if len(doc) > 0 {
 		var err error
@@ -119,30 +136,37 @@ func (w *Watcher) Apply(doc []byte) error {
 			kept := w.stats.Version
 			w.mu.Unlock()
 			w.log.Warn("policy refused; the last good one stays in force", "service", w.service, "kept", kept, "error", err)
+			if w.obs != nil {
+				w.obs.Refused(w.service, err)
+			}
 			return err
 		}
 	}
-	w.applyMu.Lock()
-	defer w.applyMu.Unlock()
-	w.mu.Lock()
-	w.cur.Store(p)
-	w.stats.Applied++
-	w.stats.Version = ""
+	version := ""
 	if p != nil {
-		w.stats.Version = p.Version()
+		version = p.Version()
 	}
+	w.cur.Store(p)
+	w.mu.Lock()
 	subs := make([]func(*Policy), 0, len(w.subs))
 	for _, f := range w.subs {
 		subs = append(subs, f)
 	}
-	close(w.changed)
-	w.changed = make(chan struct{})
-	version := w.stats.Version
 	w.mu.Unlock()
 	for _, f := range subs {
 		f(p)
 	}
+	// Stats and Wait see the new version once the subscribers are done.
+	w.mu.Lock()
+	w.stats.Applied++
+	w.stats.Version = version
+	close(w.changed)
+	w.changed = make(chan struct{})
+	w.mu.Unlock()
 	w.log.Info("policy applied", "service", w.service, "version", version)
+	if w.obs != nil {
+		w.obs.Applied(w.service, version)
+	}
 	return nil
 }
 
@@ -158,7 +182,8 @@ func (w *Watcher) Stats() Stats {
 }
 
 // Wait returns once the policy in force has the given version ("" for
-// none), or ctx's error (as a *fleet.Error) when ctx ends first.
+// none) and the OnChange functions have run for it, or ctx's error (as a
+// *fleet.Error) when ctx ends first.
 func (w *Watcher) Wait(ctx context.Context, version string) error {
 	for {
 		w.mu.Lock()
