@@ -15,6 +15,9 @@
 // are bounded by attempts, the caller's deadline and a RetryBudget; a
 // circuit breaker per server (BreakerSettings) skips failing
 // servers and probes them back. Broadcast and Fork call every server.
+// WithPolicy lets a PolicySource (package policy, a traffic policy held in
+// a registry) override these settings call by call: the servers a call may
+// use, its timeout, retries, hedging and injected faults.
 //
 // InProcess joins a client to a server in the same process without a
 // socket, through the server's whole pipeline: the way to test a service

@@ -52,6 +52,9 @@ func (x *XClient) update(list []registry.Instance) {
 		}
 		next[k] = x.newEndpoint(in)
 	}
+	if x.opts.policy != nil {
+		x.opts.policy.Update(list)
+	}
 	x.endpoints.Store(&next)
 	x.sel.Update(list)
 	if x.opts.observer != nil {
@@ -168,12 +171,16 @@ type attempt struct {
 	pick   selector.Pick
 	tried  [8]string
 	ntried int
-	strict bool // also skip servers that are down or tripped
+	strict bool              // also skip servers that are down or tripped
+	allow  func(string) bool // the policy's servers; nil: all
 	now    int64
 	eps    map[string]*endpoint
 }
 
 func (a *attempt) exclude(key string) bool {
+	if a.allow != nil && !a.allow(key) {
+		return true
+	}
 	for i := 0; i < a.ntried && i < len(a.tried); i++ {
 		if a.tried[i] == key {
 			return true

@@ -30,8 +30,8 @@ func (x *XClient) retryable(err error, method string) bool {
 	return false
 }
 
-func (x *XClient) sleep(ctx context.Context, retry int) error {
-	ceiling := min(x.opts.backoffMax, x.opts.backoffBase<<min(retry, 20))
+func (x *XClient) sleep(ctx context.Context, s *callSettings, retry int) error {
+	ceiling := min(s.backoffMax, s.backoffBase<<min(retry, 20))
 	if ceiling <= 0 {
 		return nil
 	}
@@ -45,12 +45,17 @@ func (x *XClient) sleep(ctx context.Context, retry int) error {
 	}
 }
 
-// backup implements Failbackup.
-func (x *XClient) backup(ctx context.Context, method string, args, reply any) error {
+// backup implements Failbackup and a policy's hedging: it sends the call
+// to one server, then to another each s.hedge.Delay (or at once when the
+// previous one failed with a retryable error) while no reply arrived, up
+// to s.hedge.MaxAttempts servers, and returns the first success, or the
+// last error once every attempt failed.
+func (x *XClient) backup(ctx context.Context, s *callSettings, method string, args, reply any) error {
 	a := x.pool.Get().(*attempt)
 	a.ntried = 0
+	a.allow = s.allow
 	a.pick.Key, _ = ctx.Value(callKeyKey{}).(string)
-	defer x.pool.Put(a)
+	defer func() { a.allow = nil; x.pool.Put(a) }()
 	first, err := x.choose(ctx, a, method)
 	if err != nil {
 		return err
@@ -61,33 +66,41 @@ func (x *XClient) backup(ctx context.Context, method string, args, reply any) er
 		reply any
 		err   error
 	}
-	results := make(chan result, 2)
+	limit := max(1, s.hedge.MaxAttempts)
+	results := make(chan result, limit)
 	launch := func(ep *endpoint) {
 		r := newReply(reply)
-		go func() { results <- result{r, x.callOne(ctx, ep, method, args, r)} }()
+		if a.ntried < len(a.tried) {
+			a.tried[a.ntried] = ep.key
+			a.ntried++
+		}
+		sc := *s // attemptOne writes sc.injected
+		go func() { results <- result{r, x.attemptOne(ctx, &sc, ep, method, args, r)} }()
 	}
 	launch(first)
-	delay := x.opts.backupDelay
+	delay := s.hedge.Delay
+	if delay <= 0 {
+		delay = x.opts.backupDelay
+	}
 	if delay <= 0 {
 		delay = x.lat.p95(10 * time.Millisecond)
 	}
 	timer := time.NewTimer(delay)
 	defer timer.Stop()
-	outstanding := 1
-	backupSent := false
+	outstanding, sent := 1, 1
 	var lastErr error
 	for outstanding > 0 {
 		select {
 		case <-timer.C:
-			if !backupSent {
-				backupSent = true
-				a.tried[0], a.ntried = first.key, 1
-				if ep, err := x.choose(ctx, a, method); err == nil && ep != first {
+			if sent < limit {
+				if ep, err := x.choose(ctx, a, method); err == nil {
 					if x.opts.observer != nil {
 						x.opts.observer.OnBackup(x.service, method)
 					}
 					launch(ep)
+					sent++
 					outstanding++
+					timer.Reset(delay)
 				}
 			}
 		case r := <-results:
@@ -97,9 +110,17 @@ func (x *XClient) backup(ctx context.Context, method string, args, reply any) er
 				return nil
 			}
 			lastErr = r.err
-			if !backupSent && x.retryable(r.err, method) {
-				// The first failed fast: send the backup now.
-				timer.Reset(0)
+			if sent < limit && x.retryableFor(s, r.err, method) {
+				// This one failed fast: send the next now.
+				if ep, err := x.choose(ctx, a, method); err == nil {
+					if x.opts.observer != nil {
+						x.opts.observer.OnBackup(x.service, method)
+					}
+					launch(ep)
+					sent++
+					outstanding++
+					timer.Reset(delay)
+				}
 			}
 		}
 	}

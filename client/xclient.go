@@ -136,47 +136,52 @@ type callKeyKey struct{}
 // by the fail mode. Errors are those of Client.Call, or Unavailable
 // wrapping ErrNoServer when no server can be chosen.
 func (x *XClient) Call(ctx context.Context, method string, args, reply any) error {
-	if x.opts.failMode == Failbackup {
-		return x.backup(ctx, method, args, reply)
+	ctx, cancel, s := x.settings(ctx, method)
+	if cancel != nil {
+		defer cancel()
+	}
+	if s.hedged {
+		return x.backup(ctx, &s, method, args, reply)
 	}
 	a := x.pool.Get().(*attempt)
 	a.ntried = 0
+	a.allow = s.allow
 	a.pick.Key, _ = ctx.Value(callKeyKey{}).(string)
-	defer x.pool.Put(a)
-	x.opts.budget.Call()
+	defer func() { a.allow = nil; x.pool.Put(a) }()
+	s.budget.Call()
 	var ep *endpoint
 	var err error
 	for i := 0; ; i++ {
-		if ep == nil || x.opts.failMode != Failtry {
+		if ep == nil || s.failMode != Failtry {
 			if ep, err = x.choose(ctx, a, method); err != nil {
 				return err
 			}
 		}
-		err = x.callOne(ctx, ep, method, args, reply)
+		err = x.attemptOne(ctx, &s, ep, method, args, reply)
 		for r := 0; r < 3 && repick(err) && ctx.Err() == nil; r++ {
 			if ep, err = x.choose(ctx, a, method); err != nil {
 				return err
 			}
-			err = x.callOne(ctx, ep, method, args, reply)
+			err = x.attemptOne(ctx, &s, ep, method, args, reply)
 		}
-		if err == nil || x.opts.failMode == Failfast || i+1 >= x.opts.maxAttempts || ctx.Err() != nil {
+		if err == nil || s.failMode == Failfast || i+1 >= s.maxAttempts || ctx.Err() != nil {
 			return err
 		}
-		if !x.retryable(err, method) {
+		if !x.retryableFor(&s, err, method) {
 			return err
 		}
-		if !x.crashFailover(a, ep, err) && !x.shedFailover(a, ep, err) && !x.opts.budget.Retry() {
+		if !x.crashFailover(a, ep, err) && !x.shedFailover(a, ep, err) && !s.budget.Retry() {
 			return fmt.Errorf("%w (%w)", err, ErrBudgetExhausted)
 		}
 		if x.opts.observer != nil {
 			x.opts.observer.OnRetry(x.service, method)
 		}
-		if x.opts.failMode == Failover && a.ntried < len(a.tried) {
+		if s.failMode == Failover && a.ntried < len(a.tried) && !s.injected {
 			a.tried[a.ntried] = ep.key
 			a.ntried++
 		}
-		if i > 0 || x.opts.failMode == Failtry {
-			if werr := x.sleep(ctx, i); werr != nil {
+		if i > 0 || s.failMode == Failtry {
+			if werr := x.sleep(ctx, &s, i); werr != nil {
 				return err
 			}
 		}

@@ -28,6 +28,7 @@ type xoptions struct {
 	downFor      time.Duration
 	drainTimeout time.Duration
 	observer     XObserver
+	policy       PolicySource
 }
 
 // WithSelector chooses servers with sel. Default: selector.NewP2C (latency

@@ -221,3 +221,10 @@ require (
 )
 
 replace github.com/fleetrpc/fleet/observability/otel => ../../observability/otel
+
+require (
+	github.com/fleetrpc/fleet/policy v0.0.0-00010101000000-000000000000
+	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2
+)
+
+replace github.com/fleetrpc/fleet/policy => ../../policy

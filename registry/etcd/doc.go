@@ -28,5 +28,8 @@
 // This package owns the etcd backend: it is a module of its own, so that
 // etcd's client (go.etcd.io/etcd/client/v3) stays out of the core module's graph. It imports registry and
 // registry/internal/regutil; it must not import client or server, which
-// take it as a registry.Registrar or registry.Discovery.
+// take it as a registry.Registrar or registry.Discovery. PolicyStore keeps
+// traffic policy documents (/fleet/policies/<service>) for package
+// github.com/fleetrpc/fleet/policy, which it does not import; it imports
+// the root package fleet for its error codes.
 package etcd

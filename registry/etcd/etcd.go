@@ -40,6 +40,10 @@ type Config struct {
 	// Prefix is the key prefix under which services are stored, without
 	// a trailing '/'. Default "/fleet/services".
 	Prefix string
+	// PolicyPrefix is the key prefix of the policy documents a
+	// PolicyStore keeps, one key per service ("/fleet/policies/Echo"),
+	// without a trailing '/'. Default "/fleet/policies".
+	PolicyPrefix string
 	// TTL is the lease time to live, rounded up to whole seconds (etcd's
 	// unit); a record outlives a dead Registrar by at most this much.
 	// etcd may raise very short TTLs to its minimum (about 2s with
@@ -64,6 +68,10 @@ func (c Config) withDefaults() Config {
 		c.Prefix = "/fleet/services"
 	}
 	c.Prefix = strings.TrimRight(c.Prefix, "/")
+	if c.PolicyPrefix == "" {
+		c.PolicyPrefix = "/fleet/policies"
+	}
+	c.PolicyPrefix = strings.TrimRight(c.PolicyPrefix, "/")
 	if c.TTL <= 0 {
 		c.TTL = 10 * time.Second
 	}

@@ -74,3 +74,7 @@ require (
 )
 
 replace github.com/fleetrpc/fleet => ../..
+
+require github.com/fleetrpc/fleet/policy v0.0.0-00010101000000-000000000000
+
+replace github.com/fleetrpc/fleet/policy => ../../policy

@@ -28,5 +28,8 @@
 // This package owns the nats backend: it is a module of its own, so that
 // the NATS client (github.com/nats-io/nats.go) stays out of the core module's graph. It imports registry and
 // registry/internal/regutil; it must not import client or server, which
-// take it as a registry.Registrar or registry.Discovery.
+// take it as a registry.Registrar or registry.Discovery. PolicyStore keeps
+// traffic policy documents (the fleet_policies bucket) for package
+// github.com/fleetrpc/fleet/policy, which it does not import; it imports
+// the root package fleet for its error codes.
 package nats

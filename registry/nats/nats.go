@@ -32,6 +32,10 @@ type Config struct {
 	Conn *nats.Conn
 	// Bucket is the key-value bucket. Default "fleet_services".
 	Bucket string
+	// PolicyBucket is the key-value bucket of the policy documents a
+	// PolicyStore keeps, one key per service, without expiry. Default
+	// "fleet_policies".
+	PolicyBucket string
 	// TTL is the bucket's MaxAge when this package creates the bucket.
 	// An existing bucket keeps its own MaxAge, and Registrars refresh at
 	// a third of that. Default 10s.
@@ -52,6 +56,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Bucket == "" {
 		c.Bucket = "fleet_services"
+	}
+	if c.PolicyBucket == "" {
+		c.PolicyBucket = "fleet_policies"
 	}
 	if c.TTL <= 0 {
 		c.TTL = 10 * time.Second

@@ -30,5 +30,8 @@
 // This package owns the redis backend: it is a module of its own, so that
 // the Redis client (github.com/redis/go-redis) stays out of the core module's graph. It imports registry and
 // registry/internal/regutil; it must not import client or server, which
-// take it as a registry.Registrar or registry.Discovery.
+// take it as a registry.Registrar or registry.Discovery. PolicyStore keeps
+// traffic policy documents (fleet:policies:<service>) for package
+// github.com/fleetrpc/fleet/policy, which it does not import; it imports
+// the root package fleet for its error codes.
 package redis

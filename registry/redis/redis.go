@@ -34,6 +34,10 @@ type Config struct {
 	// Prefix starts every key and channel name. Default
 	// "fleet:services".
 	Prefix string
+	// PolicyPrefix starts the key (and notification channel) of each
+	// service's policy document a PolicyStore keeps:
+	// PolicyPrefix + ":" + service. Default "fleet:policies".
+	PolicyPrefix string
 	// TTL is the expiry of a record, refreshed every TTL/3: a dead
 	// Registrar's records outlive it by at most TTL. Default 10s.
 	TTL time.Duration
@@ -55,6 +59,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Prefix == "" {
 		c.Prefix = "fleet:services"
+	}
+	if c.PolicyPrefix == "" {
+		c.PolicyPrefix = "fleet:policies"
 	}
 	if c.TTL <= 0 {
 		c.TTL = 10 * time.Second

@@ -28,6 +28,10 @@ type Config struct {
 	// Root is the znode under which services are stored. Default
 	// "/fleet/services".
 	Root string
+	// PolicyRoot is the znode under which a PolicyStore keeps one
+	// persistent znode per service holding its policy document. Default
+	// "/fleet/policies".
+	PolicyRoot string
 	// SessionTimeout is the session timeout the client asks for; the
 	// server clamps it to [2, 20] × its tickTime. A dead Registrar's
 	// records outlive it by about this much. Default 10s.
@@ -48,6 +52,10 @@ func (c Config) withDefaults() Config {
 		c.Root = "/fleet/services"
 	}
 	c.Root = "/" + strings.Trim(c.Root, "/")
+	if c.PolicyRoot == "" {
+		c.PolicyRoot = "/fleet/policies"
+	}
+	c.PolicyRoot = "/" + strings.Trim(c.PolicyRoot, "/")
 	if c.SessionTimeout <= 0 {
 		c.SessionTimeout = 10 * time.Second
 	}
