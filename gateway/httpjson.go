@@ -372,19 +372,30 @@ func checkerOf(t reflect.Type) *jsonfields.Checker {
 // exactly, else ignoring case) is refused, and so is a field the JSON
 // leaves out that the type's zero value encodes (omitempty fields and
 // pointers may be left out), each with invalid_argument naming the field
-// and where it is. An empty body still means the zero value.
+// and where it is. An empty body still means the zero value. It
+// implements codec.BudgetUnmarshaler as jsonCodec does.
 type strictJSONCodec struct{ c *jsonfields.Checker }
 
 func (strictJSONCodec) Name() string { return "json" }
 
 func (s strictJSONCodec) Marshal(v any) ([]byte, error) { return jsonCodec{}.Marshal(v) }
 
-func (s strictJSONCodec) Unmarshal(data []byte, v any) error {
+func (s strictJSONCodec) Unmarshal(data []byte, v any) error { return s.UnmarshalBudget(data, v, nil) }
+
+// UnmarshalBudget charges charge (when not nil) as jsonCodec does, before
+// the fields are checked (the check decodes the text too), then checks and
+// decodes as Unmarshal does.
+func (s strictJSONCodec) UnmarshalBudget(data []byte, v any, charge func(n int64) error) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
+	}
+	if charge != nil {
+		if err := charge(jsonDecodeFactor * int64(len(data))); err != nil {
+			return err
+		}
 	}
 	if fe := s.c.Check(data); fe != nil {
 		return fleet.NewError(fleet.InvalidArgument, fe.Error())
 	}
-	return jsonCodec{}.Unmarshal(data, v)
+	return jsonCodec{}.UnmarshalBudget(data, v, nil)
 }
