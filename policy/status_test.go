@@ -1,17 +1,27 @@
 package policy_test
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/fleetrpc/fleet/policy"
 )
 
 // TestWatcherStatus: PolicyStatus and the JSON form follow a document
-// applied, one refused (the last good kept, its reason reported) and a
+// delivered, one refused (the last good kept, its reason reported) and a
 // deletion.
 func TestWatcherStatus(t *testing.T) {
-	w, err := policy.NewWatcher(&policy.Memory{}, "Hello", policy.WatcherConfig{Logger: quiet})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// The document is in the store before the watcher starts, so the
+	// watcher's first delivery is it.
+	store := &policy.Memory{}
+	if err := store.Put(ctx, "Hello", []byte(`{"version":"7","service":"Hello","subsets":[{"name":"v2","tags":["v2"]}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	w, err := policy.NewWatcher(store, "Hello", policy.WatcherConfig{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +47,7 @@ func TestWatcherStatus(t *testing.T) {
 		return s
 	}
 
-	if err := w.Apply([]byte(`{"version":"7","service":"Hello","subsets":[{"name":"v2","tags":["v2"]}]}`)); err != nil {
+	if err := w.Wait(ctx, "7"); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Apply([]byte(`{"version":"8","service":"Hello","routes":[{"destinations":[{"subset":"nope","weight":100}]}]}`)); err == nil {
@@ -55,7 +65,10 @@ func TestWatcherStatus(t *testing.T) {
 		t.Fatalf("JSON policy = %+v, want the document of version 7", s.Policy)
 	}
 
-	if err := w.Apply(nil); err != nil {
+	if err := store.Put(ctx, "Hello", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Wait(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
 	if s := read(); s.Version != "" || s.Policy != nil || s.Applied != 2 {
