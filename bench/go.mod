@@ -16,6 +16,8 @@ require (
 )
 
 require (
+	connectrpc.com/connect/v2 v2.0.2 // indirect
+	connectrpc.com/cors v0.1.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/bytedance/gopkg v0.1.4 // indirect
 	github.com/bytedance/sonic v1.15.0 // indirect
@@ -143,3 +145,5 @@ replace github.com/fleetrpc/fleet/gateway => ../gateway
 replace github.com/fleetrpc/fleet/observability/otel => ../observability/otel
 
 replace github.com/fleetrpc/fleet/observability/prometheus => ../observability/prometheus
+
+replace github.com/fleetrpc/fleet/policy => ../policy

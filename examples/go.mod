@@ -16,6 +16,8 @@ require (
 )
 
 require (
+	connectrpc.com/connect/v2 v2.0.2 // indirect
+	connectrpc.com/cors v0.1.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/fleetrpc/fleet/cmd/protoc-gen-fleet v0.0.0-00010101000000-000000000000 // indirect
@@ -27,6 +29,7 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/rs/cors v1.11.1 // indirect
 	github.com/sony/gobreaker/v2 v2.4.0 // indirect
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
@@ -56,3 +59,5 @@ tool (
 )
 
 replace github.com/fleetrpc/fleet/cmd/protoc-gen-fleet => ../cmd/protoc-gen-fleet
+
+replace github.com/fleetrpc/fleet/policy => ../policy

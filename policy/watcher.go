@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -84,6 +85,7 @@ type Watcher struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on each change
 	stats   Stats
+	shown   *Policy // the policy stats.Version names, for MarshalJSON
 	subs    map[int]func(*Policy)
 	nextSub int
 }
@@ -160,6 +162,7 @@ func (w *Watcher) Apply(doc []byte) error {
 	w.mu.Lock()
 	w.stats.Applied++
 	w.stats.Version = version
+	w.shown = p
 	close(w.changed)
 	w.changed = make(chan struct{})
 	w.mu.Unlock()
@@ -179,6 +182,46 @@ func (w *Watcher) Stats() Stats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.stats
+}
+
+// Service returns the service the watcher follows.
+func (w *Watcher) Service() string { return w.service }
+
+// PolicyStatus returns the service the watcher follows, the version in
+// force ("" when none) and the counts of documents applied and refused
+// since the watcher started, read together. Its plain types let a metrics
+// exporter read a Watcher without importing this module:
+// fleetprom.NewPolicyCollector (module
+// github.com/fleetrpc/fleet/observability/prometheus) takes it.
+func (w *Watcher) PolicyStatus() (service, version string, applied, refused int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.service, w.stats.Version, w.stats.Applied, w.stats.Refused
+}
+
+// watcherJSON is the JSON form of a Watcher.
+type watcherJSON struct {
+	Service string `json:"service"`
+	Stats
+	Policy *Document `json:"policy"`
+}
+
+// MarshalJSON encodes what the watcher has in force, read together:
+//
+//	{"service": "Hello", "version": "42", "applied": 3, "refused": 1,
+//	 "lastError": "invalid policy: ...", "policy": {the Document in force}}
+//
+// "policy" is null when no policy is in force; "lastError" is left out
+// when no document was refused. The admin endpoint's /policy route
+// (fleetprom.AdminConfig.Policies) serves it. Safe for concurrent use.
+func (w *Watcher) MarshalJSON() ([]byte, error) {
+	w.mu.Lock()
+	v := watcherJSON{Service: w.service, Stats: w.stats}
+	if w.shown != nil {
+		v.Policy = w.shown.Document()
+	}
+	w.mu.Unlock()
+	return json.Marshal(v)
 }
 
 // Wait returns once the policy in force has the given version ("" for

@@ -72,7 +72,7 @@ each server served. The exit status is 1 if any call failed.`,
 	fl.StringVar(&f.registry, "registry", "", "external registry URL (etcd://, zookeeper://, redis://, nats://host:port); default: an in-process etcd")
 	fl.BoolVar(&f.noKill, "no-kill", false, "do not kill a server during the run")
 	fl.StringVar(&f.network, "network", "tcp", "transport between the client and the servers: tcp, kcp, quic")
-	fl.BoolVar(&f.canary, "canary", false, "canary release instead: two v1 and two v2 servers of Hello; the policy held in the registry moves 0%, 5%, 50% and 100% of the calls to v2, --calls spread over the four steps; prints the share v2 served at each step")
+	fl.BoolVar(&f.canary, "canary", false, "canary release instead: two v1 and two v2 servers of Hello; the policy held in the registry moves 0%, 5%, 50% and 100% of the calls to v2, then puts an invalid policy, refused while the last good one stays; --calls spread over the five steps; prints the share v2 served at each step and the policy metrics")
 	fl.BoolVar(&f.fault, "fault", false, "with --canary (implied): also abort 10% of Hello.Say's attempts with unavailable through the policy, and retry them (up to 8 attempts: a call fails only if all 8 are aborted, one in 10^8)")
 	fl.BoolVar(&f.srv.serve, "serve", false, "keep the registry and the three servers running until SIGINT or SIGTERM, with an admin endpoint (/metrics, /healthz, /readyz); fleet.Admin on the servers needs the admin token it prints ($FLEET_TOKEN, else random)")
 	fl.StringVar(&f.srv.addr, "addr", "127.0.0.1:8972", "with --serve: the first server's address; the others listen on the next two ports (port 0: three random ports)")

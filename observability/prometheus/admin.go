@@ -3,11 +3,13 @@ package fleetprom
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -40,6 +42,10 @@ type AdminConfig struct {
 	// gateway's HTTP/JSON routes, such as gateway.Gateway.OpenAPI writes
 	// it, built on each request. Default none (404).
 	OpenAPI func() ([]byte, error)
+	// Policies, when set, lists the traffic-policy watchers /policy
+	// reports (a PolicyCollector's Watchers method, or a function
+	// returning *policy.Watcher values). Default none (404).
+	Policies func() []PolicyStats
 	// Token, when set, is required on every request as
 	// "Authorization: Bearer <Token>". ListenAdmin refuses a non-loopback
 	// address without one. Default "".
@@ -55,6 +61,10 @@ type AdminConfig struct {
 //	/debug/pprof/   the runtime profiles, when cfg.Pprof is set
 //	/openapi.json   the OpenAPI document cfg.OpenAPI returns, when set
 //	                (500 with the error's text when it fails)
+//	/policy         the traffic policies in force, when cfg.Policies is set:
+//	                a JSON array, one object per watcher ordered by service
+//	                (*policy.Watcher's MarshalJSON: service, version,
+//	                applied, refused, lastError, policy)
 //
 // Every request must carry a Host that is an IP literal,
 // "localhost" or one of cfg.Hosts, and be one a browser did not mark as
@@ -85,6 +95,27 @@ func AdminHandler(cfg AdminConfig) http.Handler {
 			}
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(doc)
+		})
+	}
+	if cfg.Policies != nil {
+		mux.HandleFunc("GET /policy", func(w http.ResponseWriter, r *http.Request) {
+			ws := sortPolicies(slices.Clone(cfg.Policies()))
+			out := make([]json.RawMessage, 0, len(ws))
+			for _, pw := range ws {
+				b, err := pw.MarshalJSON()
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusInternalServerError)
+					return
+				}
+				out = append(out, b)
+			}
+			b, err := json.MarshalIndent(out, "", "  ")
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(append(b, '\n'))
 		})
 	}
 	if cfg.Pprof {

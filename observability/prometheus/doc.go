@@ -36,6 +36,12 @@
 // choice. On the client the labels are the service and method the program
 // calls.
 //
+// NewAdmissionCollector exports a server's admission stages, and
+// NewPolicyCollector the traffic policy each policy.Watcher has in force
+// (through the PolicyStats interface, so this module does not import the
+// policy module). AdminHandler and ListenAdmin serve /metrics, /healthz,
+// /readyz and, when configured, /debug/pprof/, /openapi.json and /policy.
+//
 // Both ServerMetrics and ClientMetrics are prometheus.Collector values:
 // register each with one registry. They are safe for concurrent use; the
 // per-call cost is a few atomic adds and one copy-on-write map lookup, no
