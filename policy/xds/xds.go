@@ -90,6 +90,7 @@ type Client struct {
 	routes   map[string]*routev3.RouteConfiguration
 	rdsVer   string
 	clusters []string
+	cdsSeen  bool // a CDS response was accepted
 	cla      map[string]*endpointv3.ClusterLoadAssignment
 	changed  chan struct{} // closed and replaced on each accepted change
 	closed   bool
@@ -326,7 +327,7 @@ func (c *Client) accept(r *discoveryv3.DiscoveryResponse) error {
 		}
 		slices.Sort(names)
 		c.mu.Lock()
-		c.clusters = names
+		c.clusters, c.cdsSeen = names, true
 		for n := range c.cla {
 			if _, ok := slices.BinarySearch(names, n); !ok {
 				delete(c.cla, n)
@@ -394,6 +395,14 @@ func (c *Client) docLocked(service string) []byte {
 	if rc == nil {
 		return nil
 	}
+	// Wait for the endpoints of the clusters the routes name, so that
+	// a route does not send calls to a subset not known yet (gRPC's xDS
+	// client waits likewise); a cluster CDS does not list has none.
+	for _, n := range c.clustersLocked(service) {
+		if _, known := c.cla[n]; !known && n != service && (!c.cdsSeen || slices.Contains(c.clusters, n)) {
+			return nil
+		}
+	}
 	doc, err := Translate(rc, service, c.rdsVer, *c.cfg.RetryBudget)
 	if err != nil { // checked when accepted
 		return nil
@@ -406,7 +415,9 @@ func (c *Client) docLocked(service string) []byte {
 // RouteConfiguration named service, each time an RDS response that holds
 // it is accepted (policy.Source). The document's version is the RDS
 // version_info. Nothing is delivered until the management server sends
-// the configuration, nor while the stream is down. Errors: ErrClosed
+// the configuration and the assignments (EDS) of the clusters its routes
+// name (a cluster CDS does not list counts as empty), nor while the
+// stream is down. Errors: ErrClosed
 // after Close.
 func (c *Client) Watch(ctx context.Context, service string) (<-chan []byte, error) {
 	return watch(c, ctx, service, func() ([]byte, bool) {

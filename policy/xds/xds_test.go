@@ -5,6 +5,7 @@ import (
 	"math"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/fleetrpc/fleet/policy/policytest"
 	"github.com/fleetrpc/fleet/policy/xds"
 	"github.com/fleetrpc/fleet/selector"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -35,6 +37,8 @@ import (
 
 const node = "fleet-test"
 
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
 // mgmt is go-control-plane's ADS server with a snapshot cache on a
 // loopback port.
 type mgmt struct {
@@ -42,6 +46,15 @@ type mgmt struct {
 	addr  string
 	gs    *grpc.Server
 	done  chan struct{}
+
+	mu        sync.Mutex
+	errDetail string // the error_detail of the last NACK received
+}
+
+func (m *mgmt) lastNACK() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.errDetail
 }
 
 func (m *mgmt) start(t *testing.T) {
@@ -63,7 +76,15 @@ func (m *mgmt) start(t *testing.T) {
 	}
 	m.addr = lis.Addr().String()
 	m.gs = grpc.NewServer()
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(m.gs, serverv3.NewServer(context.Background(), m.cache, nil))
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(m.gs, serverv3.NewServer(context.Background(), m.cache,
+		serverv3.CallbackFuncs{StreamRequestFunc: func(_ int64, r *discoveryv3.DiscoveryRequest) error {
+			if d := r.GetErrorDetail(); d != nil {
+				m.mu.Lock()
+				m.errDetail = d.GetMessage()
+				m.mu.Unlock()
+			}
+			return nil
+		}}))
 	m.done = make(chan struct{})
 	go func() { defer close(m.done); m.gs.Serve(lis) }()
 }
@@ -232,6 +253,15 @@ func TestCanaryHeaderNackRestart(t *testing.T) {
 	}
 	if st := e.xc.Stats(); !strings.Contains(st.LastNACK, "(bad)") || !strings.Contains(st.LastNACK, "unclosed") {
 		t.Fatalf("NACK detail %q", st.LastNACK)
+	}
+	for e.m.lastNACK() == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("the management server received no error_detail")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if d := e.m.lastNACK(); !strings.Contains(d, "unclosed") {
+		t.Fatalf("the management server received error_detail %q", d)
 	}
 	if v := e.f.W.Stats().Version; v != "hdr" {
 		t.Fatalf("after the NACK the version in force is %q", v)
