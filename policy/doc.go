@@ -18,5 +18,6 @@
 // to a server's per-method limits with ApplyLimits. The registry backends
 // provide Stores: etcd.NewPolicyStore in module
 // github.com/fleetrpc/fleet/registry/etcd, and so on; File and Memory are
-// here. The guide is docs/policy.md.
+// here; an xDS management server's routes come through xds.New in module
+// github.com/fleetrpc/fleet/policy/xds. The guide is docs/policy.md.
 package policy

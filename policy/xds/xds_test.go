@@ -331,3 +331,50 @@ func TestTranslate(t *testing.T) {
 		t.Fatalf("a path of another service: %v", err)
 	}
 }
+
+// TestTranslateRefuses checks that what Fleet cannot represent, or what
+// is invalid, is refused with InvalidArgument.
+func TestTranslateRefuses(t *testing.T) {
+	for name, edit := range map[string]func(r *routev3.Route){
+		"partial method prefix": func(r *routev3.Route) { r.Match.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: "/Echo/D"} },
+		"regex path": func(r *routev3.Route) {
+			r.Match.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: ".*"}}
+		},
+		"suffix header": func(r *routev3.Route) {
+			r.Match.Headers = []*routev3.HeaderMatcher{{Name: "x", HeaderMatchSpecifier: &routev3.HeaderMatcher_SuffixMatch{SuffixMatch: "a"}}}
+		},
+		"percent above 100": func(r *routev3.Route) {
+			r.Match.RuntimeFraction = &corev3.RuntimeFractionalPercent{DefaultValue: &typev3.FractionalPercent{Numerator: 150}}
+		},
+		"http retry condition": func(r *routev3.Route) {
+			r.GetRoute().RetryPolicy = &routev3.RetryPolicy{RetryOn: "5xx"}
+		},
+		"zero weights": func(r *routev3.Route) {
+			for _, c := range r.GetRoute().GetWeightedClusters().Clusters {
+				c.Weight = wrapperspb.UInt32(0)
+			}
+		},
+	} {
+		rc := split(50, 50)
+		edit(rc.VirtualHosts[0].Routes[0])
+		if _, err := xds.Translate(rc, "Echo", "1", policy.Budget{Percent: 20}); fleet.CodeOf(err) != fleet.InvalidArgument {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// Weights that do not divide 100 evenly still sum to 100.
+	doc, err := xds.Translate(&routev3.RouteConfiguration{Name: "Echo", VirtualHosts: []*routev3.VirtualHost{{Domains: []string{"Echo"},
+		Routes: []*routev3.Route{{Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_WeightedClusters{
+			WeightedClusters: &routev3.WeightedCluster{Clusters: []*routev3.WeightedCluster_ClusterWeight{
+				{Name: "a", Weight: wrapperspb.UInt32(1)}, {Name: "b", Weight: wrapperspb.UInt32(1)}, {Name: "c", Weight: wrapperspb.UInt32(1)}}}}}}}}}}},
+		"Echo", "1", policy.Budget{Percent: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0
+	for _, d := range doc.Routes[0].Destinations {
+		sum += d.Weight
+	}
+	if sum != 100 || len(doc.Subsets) != 3 || doc.Subsets[2].Tags[0] != xds.ClusterTagPrefix+"c" {
+		t.Fatalf("%+v", doc)
+	}
+}
