@@ -152,13 +152,16 @@ func translateRoute(r *routev3.Route, vh *routev3.VirtualHost, service string, b
 				return out, fmt.Errorf("hedge_on_per_try_timeout needs retry_policy.per_try_timeout")
 			}
 			out.Hedge = &policy.Hedge{Attempts: attempts, Delay: policy.Duration(d)}
-		} else if attempts > 1 {
+		} else {
 			codes, err := retryOn(rp.GetRetryOn())
 			if err != nil {
 				return out, err
 			}
-			b := budget
-			out.Retry = &policy.Retry{Attempts: attempts, RetryOn: codes, Budget: &b}
+			out.Retry = &policy.Retry{Attempts: attempts, RetryOn: codes}
+			if attempts > 1 {
+				b := budget
+				out.Retry.Budget = &b
+			}
 			if bo := rp.GetRetryBackOff(); bo != nil {
 				out.Retry.Backoff = policy.Backoff{Base: policy.Duration(bo.GetBaseInterval().AsDuration()),
 					Max: policy.Duration(bo.GetMaxInterval().AsDuration())}

@@ -288,6 +288,65 @@ func TestCanaryHeaderNackRestart(t *testing.T) {
 	}
 }
 
+// TestFault: an HTTPFault abort of 10% of the calls carrying x-test, set
+// through RDS, fails 10% ±2 points of them over 10,000 calls (with
+// num_retries 0) and no other call.
+func TestFault(t *testing.T) {
+	e := setup(t)
+	abort, err := anypb.New(&faultv3.HTTPFault{Abort: &faultv3.FaultAbort{ErrorType: &faultv3.FaultAbort_GrpcStatus{GrpcStatus: 14},
+		Percentage: &typev3.FractionalPercent{Numerator: 10}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := &routev3.Route{Name: "fault", Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: "/Echo/Do"},
+		Headers: []*routev3.HeaderMatcher{{Name: "x-test", HeaderMatchSpecifier: &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}}}},
+		Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "echo-v1"},
+			RetryPolicy: &routev3.RetryPolicy{NumRetries: wrapperspb.UInt32(0)}}},
+		TypedPerFilterConfig: map[string]*anypb.Any{"envoy.filters.http.fault": abort}}
+	e.set(t, "fault", split(50, 50, fr))
+	matched := fleet.AppendOutgoingMetadata(context.Background(), "x-test", "1")
+	_, errs := e.f.Run(matched, 10000, "Do", policytest.Req{})
+	for _, err := range errs {
+		if fleet.CodeOf(err) != fleet.Unavailable || !strings.Contains(err.Error(), "fault injected") {
+			t.Fatalf("unexpected failure %v", err)
+		}
+	}
+	share := 100 * float64(len(errs)) / 10000
+	t.Logf("aborted %.2f%% of the matched calls", share)
+	if math.Abs(share-10) > 2 {
+		t.Fatalf("aborted %.2f%% of the matched calls, want 10±2", share)
+	}
+	for _, c := range []struct {
+		ctx    context.Context
+		method string
+	}{{context.Background(), "Do"}, {matched, "Other"}} {
+		if _, errs := e.f.Run(c.ctx, 2000, c.method, policytest.Req{}); len(errs) > 0 {
+			t.Fatalf("unmatched calls (%s) failed: %v", c.method, errs[0])
+		}
+	}
+}
+
+// TestLiveTimeout: a route timeout changed through RDS is seen on the
+// next call.
+func TestLiveTimeout(t *testing.T) {
+	e := setup(t)
+	withTimeout := func(d time.Duration) *routev3.RouteConfiguration {
+		rc := split(50, 50)
+		rc.VirtualHosts[0].Routes[0].GetRoute().Timeout = durationpb.New(d)
+		return rc
+	}
+	slow := policytest.Req{Sleep: 300 * time.Millisecond}
+	var rep policytest.Rep
+	e.set(t, "t-short", withTimeout(50*time.Millisecond))
+	if err := e.f.X.Call(context.Background(), "Do", &slow, &rep); fleet.CodeOf(err) != fleet.DeadlineExceeded {
+		t.Fatalf("with a 50ms route timeout, a 300ms call gave %v", err)
+	}
+	e.set(t, "t-long", withTimeout(10*time.Second))
+	if err := e.f.X.Call(context.Background(), "Do", &slow, &rep); err != nil {
+		t.Fatalf("with a 10s route timeout, a 300ms call gave %v", err)
+	}
+}
+
 // TestTranslate checks the mapping of timeout, retry, hedge and fault.
 func TestTranslate(t *testing.T) {
 	fault, err := anypb.New(&faultv3.HTTPFault{
