@@ -18,9 +18,11 @@
 // to a server's per-method limits with ApplyLimits. The registry backends
 // provide Stores: etcd.NewPolicyStore in module
 // github.com/fleetrpc/fleet/registry/etcd, and so on; File and Memory are
-// here. A Watcher reports what it has in force (Stats, PolicyStatus, its
-// JSON form) without importing Prometheus: fleetprom.NewPolicyCollector
-// and fleetprom.AdminConfig.Policies (module
+// here; an xDS management server's routes come through xds.New in module
+// github.com/fleetrpc/fleet/policy/xds. A Watcher reports what it has in
+// force (Stats, PolicyStatus, its JSON form) without importing
+// Prometheus: fleetprom.NewPolicyCollector and
+// fleetprom.AdminConfig.Policies (module
 // github.com/fleetrpc/fleet/observability/prometheus) export it as
 // metrics and on the admin endpoint's /policy. The guide is
 // docs/policy.md.
