@@ -204,8 +204,16 @@ type CallInfo struct {
 	Route      Route    // how the call reached the server (RouteNative, RouteGRPC, ...)
 
 	// ResponseMetadata is sent back to the caller with the response. Set
-	// it with SetResponseMetadata.
+	// it with SetResponseMetadata. Over gRPC, Connect and gRPC-Web (the
+	// gateway) it is the response's headers: a stream's goes out before
+	// its first message (see docs/streams.md).
 	ResponseMetadata Metadata
+	// ResponseTrailer is sent back after the response: set it with
+	// SetResponseTrailer. The gateway sends it as gRPC or Connect
+	// trailers; the native protocol has one metadata section per
+	// response, so there it is merged into ResponseMetadata (a key in
+	// both gets the trailer's value).
+	ResponseTrailer Metadata
 
 	md    atomic.Pointer[Metadata] // the map, once made or set
 	wire  string                   // or the metadata section in wire form
@@ -351,5 +359,22 @@ func SetResponseMetadata(ctx context.Context, key, value string) bool {
 		ci.ResponseMetadata = make(Metadata, 2)
 	}
 	ci.ResponseMetadata[key] = value
+	return true
+}
+
+// SetResponseTrailer sets key to value in the response trailer of the
+// call ctx belongs to (CallInfo.ResponseTrailer: gRPC and Connect
+// trailers through the gateway, merged into the response metadata on the
+// native protocol). It reports false outside a server handler. Like
+// SetResponseMetadata, it is not safe for concurrent use on one call.
+func SetResponseTrailer(ctx context.Context, key, value string) bool {
+	ci := CallInfoFrom(ctx)
+	if ci == nil {
+		return false
+	}
+	if ci.ResponseTrailer == nil {
+		ci.ResponseTrailer = make(Metadata, 2)
+	}
+	ci.ResponseTrailer[key] = value
 	return true
 }

@@ -120,7 +120,8 @@ func unary(ctx context.Context, def *v1.UnaryResponseDefinition, reqs ...proto.M
 	if def == nil {
 		return p, nil
 	}
-	setHeaders(ctx, func(k, v string) { fleet.SetResponseMetadata(ctx, k, v) }, def.GetResponseHeaders(), def.GetResponseTrailers())
+	setHeaders(ctx, func(k, v string) { fleet.SetResponseMetadata(ctx, k, v) }, def.GetResponseHeaders())
+	setHeaders(ctx, func(k, v string) { fleet.SetResponseTrailer(ctx, k, v) }, def.GetResponseTrailers())
 	if err := sleep(ctx, def.GetResponseDelayMs()); err != nil {
 		return nil, err
 	}
@@ -137,7 +138,8 @@ func serverStream(ctx context.Context, req *v1.ServerStreamRequest, st *server.S
 		return nil
 	}
 	tr := st.ResponseTrailer()
-	setHeaders(ctx, func(k, v string) { tr[k] = v }, def.GetResponseHeaders(), def.GetResponseTrailers())
+	setHeaders(ctx, func(k, v string) { fleet.SetResponseMetadata(ctx, k, v) }, def.GetResponseHeaders())
+	setHeaders(ctx, func(k, v string) { tr[k] = v }, def.GetResponseTrailers())
 	for i, data := range def.GetResponseData() {
 		resp := &v1.ServerStreamResponse{Payload: &v1.ConformancePayload{Data: data}}
 		if i == 0 {
@@ -180,13 +182,15 @@ func clientStream(ctx context.Context, st *server.ClientStream[v1.ClientStreamRe
 	return &v1.ClientStreamResponse{Payload: p}, nil
 }
 
-// unaryStream is unary for a client stream, whose metadata is its trailer.
+// unaryStream is unary for a client stream: its response metadata goes
+// out as headers with the response, its trailer as trailers.
 func unaryStream(ctx context.Context, tr fleet.Metadata, def *v1.UnaryResponseDefinition, reqs ...proto.Message) (*v1.ConformancePayload, error) {
 	p := &v1.ConformancePayload{RequestInfo: requestInfo(ctx, reqs...)}
 	if def == nil {
 		return p, nil
 	}
-	setHeaders(ctx, func(k, v string) { tr[k] = v }, def.GetResponseHeaders(), def.GetResponseTrailers())
+	setHeaders(ctx, func(k, v string) { fleet.SetResponseMetadata(ctx, k, v) }, def.GetResponseHeaders())
+	setHeaders(ctx, func(k, v string) { tr[k] = v }, def.GetResponseTrailers())
 	if err := sleep(ctx, def.GetResponseDelayMs()); err != nil {
 		return nil, err
 	}
@@ -228,7 +232,8 @@ func bidiStream(ctx context.Context, st *server.BidiStream[v1.BidiStreamRequest,
 			first = false
 			def, fullDuplex = req.GetResponseDefinition(), req.GetFullDuplex()
 			tr := st.ResponseTrailer()
-			setHeaders(ctx, func(k, v string) { tr[k] = v }, def.GetResponseHeaders(), def.GetResponseTrailers())
+			setHeaders(ctx, func(k, v string) { fleet.SetResponseMetadata(ctx, k, v) }, def.GetResponseHeaders())
+			setHeaders(ctx, func(k, v string) { tr[k] = v }, def.GetResponseTrailers())
 		}
 		if fullDuplex {
 			if n >= len(def.GetResponseData()) {

@@ -296,6 +296,7 @@ func (c *connectRoute) unary(key connectKey) connect.ServerFunc {
 		call.RemoteAddr, call.LocalAddr = peerAddrs(ctx, info)
 		reply, rmd, err := g.srv.Invoke(ctx, call)
 		setConnectMetadata(info.ResponseHeader(), rmd)
+		setConnectMetadata(info.ResponseTrailer(), call.Trailer)
 		if err != nil {
 			return connectError(err)
 		}
@@ -360,6 +361,12 @@ func (c *connectRoute) stream(key connectKey) connect.ServerFunc {
 				if err := stream.Send(&out); err != nil {
 					return fleetFromConnect(err)
 				}
+				return nil
+			},
+			// connect-go writes the response headers with the first
+			// message (or the end), so setting them suffices.
+			SendHeader: func(md fleet.Metadata) error {
+				setConnectMetadata(info.ResponseHeader(), md)
 				return nil
 			},
 		}

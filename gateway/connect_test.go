@@ -83,8 +83,11 @@ func TestConnectUnary(t *testing.T) {
 			if err := c.CallUnary(ctx, unarySpec("/Probe/Say"), benchpb.New(), out); err != nil {
 				t.Fatal(err)
 			}
-			if got := info.ResponseHeader().Get("echo"); got != "v1" {
+			if got := info.ResponseHeader().Get("echo"); got != "v1" || info.ResponseHeader().Get("echo-trailer") != "" {
 				t.Fatalf("echo header %q", got)
+			}
+			if got := info.ResponseTrailer().Get("echo-trailer"); got != "v1" || info.ResponseTrailer().Get("echo") != "" {
+				t.Fatalf("echo trailer %q", got)
 			}
 			if out.GetField1() != "deadline" {
 				t.Fatalf("handler saw no deadline: %q", out.GetField1())
@@ -238,6 +241,12 @@ func TestConnectStreams(t *testing.T) {
 			}
 			if got := info.ResponseTrailer().Get("echo"); got != "v" {
 				t.Fatalf("%s: trailer echo %q", name, got)
+			}
+			if got := info.ResponseHeader().Get("head"); got != "v" || info.ResponseTrailer().Get("head") != "" {
+				t.Fatalf("%s: header head %q, trailer %v", name, got, info.ResponseTrailer())
+			}
+			if got := info.ResponseTrailer().Get("late"); got != "v" || info.ResponseHeader().Get("late") != "" {
+				t.Fatalf("%s: late key %q in the trailer, header %v", name, got, info.ResponseHeader())
 			}
 			st.Close()
 		}

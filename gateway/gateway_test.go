@@ -29,13 +29,15 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // Probe is a protobuf service that reports what its handler saw.
 type Probe struct{}
 
-// Say echoes metadata "k" into response metadata "echo", fails with the
+// Say echoes metadata "k" into response metadata "echo" and response
+// trailer "echo-trailer", fails with the
 // code named by field1 "fail:<code>", waits for the end of its context
 // when field1 is "wait", and sets field1 to "deadline" when
 // the call has a deadline.
 func (Probe) Say(ctx context.Context, in *benchpb.BenchmarkMessage, out *benchpb.BenchmarkMessage) error {
 	if v := fleet.IncomingMetadata(ctx)["k"]; v != "" {
 		fleet.SetResponseMetadata(ctx, "echo", v)
+		fleet.SetResponseTrailer(ctx, "echo-trailer", v)
 	}
 	if in.GetField1() == "wait" {
 		<-ctx.Done()

@@ -107,8 +107,11 @@ func (g *Gateway) fleetStream(grpcService, method string) (string, server.Stream
 // message (RecvMsg) and its Send writes one (SendMsg), both on the
 // handler's goroutines: no buffer sits between the two flow controls, so
 // a slow handler holds back the gRPC client (HTTP/2 window) and a slow
-// gRPC client holds back the handler's Send. The handler's trailers
-// become gRPC trailers; its error the gRPC status.
+// gRPC client holds back the handler's Send. The response metadata the
+// handler set before its first Send become the gRPC headers (sent with
+// that message, or with the end when it sent none); its trailers (and
+// response metadata set later) become gRPC trailers; its error the gRPC
+// status.
 func (g *Gateway) handleGRPCStream(ss grpc.ServerStream, name string, d server.StreamDesc) error {
 	if (d.ArgType != nil && !isProto(d.ArgType)) || (d.ReplyType != nil && !isProto(d.ReplyType)) {
 		return status.Errorf(codes.Unimplemented, "%s.%s does not take and return protobuf messages", name, d.Method)
@@ -130,6 +133,15 @@ func (g *Gateway) handleGRPCStream(ss grpc.ServerStream, name string, d server.S
 		Send: func(b []byte) error {
 			out := rawFrame(b)
 			if err := ss.SendMsg(&out); err != nil {
+				return fleetError(err)
+			}
+			return nil
+		},
+		SendHeader: func(md fleet.Metadata) error {
+			if len(md) == 0 {
+				return nil // grpc-go sends the (empty) headers itself
+			}
+			if err := ss.SendHeader(metadata.New(md)); err != nil {
 				return fleetError(err)
 			}
 			return nil
@@ -202,6 +214,9 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 	reply, rmd, err := g.srv.Invoke(ctx, call)
 	if len(rmd) > 0 {
 		_ = ss.SetHeader(metadata.New(rmd))
+	}
+	if len(call.Trailer) > 0 {
+		ss.SetTrailer(metadata.New(call.Trailer))
 	}
 	if err != nil {
 		code := GRPCCode(fleet.CodeOf(err))

@@ -77,13 +77,16 @@ func TestGRPC(t *testing.T) {
 		mctx := metadata.AppendToOutgoingContext(ctx, "k", "v1")
 		mctx, cancel := context.WithTimeout(mctx, time.Minute)
 		defer cancel()
-		var hdr metadata.MD
+		var hdr, tr metadata.MD
 		out := new(benchpb.BenchmarkMessage)
-		if err := cc.Invoke(mctx, "/Probe/Say", benchpb.New(), out, grpc.Header(&hdr)); err != nil {
+		if err := cc.Invoke(mctx, "/Probe/Say", benchpb.New(), out, grpc.Header(&hdr), grpc.Trailer(&tr)); err != nil {
 			t.Fatal(err)
 		}
-		if got := hdr.Get("echo"); len(got) != 1 || got[0] != "v1" {
+		if got := hdr.Get("echo"); len(got) != 1 || got[0] != "v1" || len(hdr.Get("echo-trailer")) != 0 {
 			t.Fatalf("header %v", hdr)
+		}
+		if got := tr.Get("echo-trailer"); len(got) != 1 || got[0] != "v1" || len(tr.Get("echo")) != 0 {
+			t.Fatalf("trailer %v", tr)
 		}
 		if out.GetField1() != "deadline" {
 			t.Fatalf("handler saw no deadline: %q", out.GetField1())

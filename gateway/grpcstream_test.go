@@ -34,12 +34,15 @@ type Feed struct{ running, sent *atomic.Int64 }
 // List sends req.Field2 messages numbered 0.. in Field2 (Field9 "deadline"
 // when the stream has one), then fails as field1 "fail:<code>" asks; with
 // field1 "forever" it sends until the stream ends. Metadata "k" comes
-// back as trailer "echo".
+// back as trailer "echo", as response metadata "head" (set before the
+// first message: the stream's headers) and "late" (set after it: a
+// trailer).
 func (f Feed) List(ctx context.Context, req *msg, st *server.ServerStream[msg]) error {
 	f.running.Add(1)
 	defer f.running.Add(-1)
 	if v := fleet.IncomingMetadata(ctx)["k"]; v != "" {
 		st.ResponseTrailer()["echo"] = v
+		fleet.SetResponseMetadata(ctx, "head", v)
 	}
 	out := proto.Clone(req).(*msg)
 	if _, ok := ctx.Deadline(); ok {
@@ -51,6 +54,9 @@ func (f Feed) List(ctx context.Context, req *msg, st *server.ServerStream[msg]) 
 			return err
 		}
 		f.sent.Add(1)
+	}
+	if v := fleet.IncomingMetadata(ctx)["k"]; v != "" {
+		fleet.SetResponseMetadata(ctx, "late", v)
 	}
 	if code, ok := failCode(req.GetField1()); ok {
 		return fleet.NewError(code, "failed as asked")
@@ -213,6 +219,13 @@ func TestGRPCServerStream(t *testing.T) {
 		ctx := metadata.AppendToOutgoingContext(context.Background(), "k", "v1")
 		ctx, cancel := context.WithTimeout(ctx, time.Minute)
 		cs := openList(t, ctx, cc, path, req)
+		hdr, err := cs.Header()
+		if err != nil {
+			t.Fatalf("%s: header: %v", path, err)
+		}
+		if got := hdr.Get("head"); len(got) != 1 || got[0] != "v1" {
+			t.Fatalf("%s: header %v", path, hdr)
+		}
 		for i := range int32(50) {
 			out := new(msg)
 			if err := cs.RecvMsg(out); err != nil {
@@ -225,8 +238,9 @@ func TestGRPCServerStream(t *testing.T) {
 		if err := cs.RecvMsg(new(msg)); err != io.EOF {
 			t.Fatalf("%s: end: %v", path, err)
 		}
-		if got := cs.Trailer().Get("echo"); len(got) != 1 || got[0] != "v1" {
-			t.Fatalf("%s: trailer %v", path, cs.Trailer())
+		tr := cs.Trailer()
+		if got := tr.Get("echo"); len(got) != 1 || got[0] != "v1" || len(tr.Get("head")) != 0 || len(tr.Get("late")) != 1 {
+			t.Fatalf("%s: trailer %v", path, tr)
 		}
 		cancel()
 	}
@@ -242,6 +256,23 @@ func TestGRPCServerStream(t *testing.T) {
 		}
 		if st, _ := status.FromError(err); n != 3 || st.Code() != codes.FailedPrecondition || st.Message() != "failed as asked" {
 			t.Fatalf("after %d messages: %v", n, err)
+		}
+	})
+	t.Run("headers of a stream without messages", func(t *testing.T) {
+		req := benchpb.New()
+		req.Field1, req.Field2 = proto.String("fail:9"), proto.Int32(0)
+		ctx := metadata.AppendToOutgoingContext(context.Background(), "k", "v2")
+		cs := openList(t, ctx, cc, "/Feed/List", req)
+		if err := cs.RecvMsg(new(msg)); status.Code(err) != codes.FailedPrecondition {
+			t.Fatalf("got %v", err)
+		}
+		hdr, _ := cs.Header()
+		// No message went out: the headers carry "late" too.
+		if got := hdr.Get("head"); len(got) != 1 || got[0] != "v2" || len(hdr.Get("late")) != 1 {
+			t.Fatalf("header %v", hdr)
+		}
+		if got := cs.Trailer().Get("echo"); len(got) != 1 || got[0] != "v2" {
+			t.Fatalf("trailer %v", cs.Trailer())
 		}
 	})
 	t.Run("cancel", func(t *testing.T) {

@@ -139,6 +139,7 @@ func (g *Gateway) serveJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	reply, rmd, err := g.srv.Invoke(ctx, call)
 	setResponseMetadata(w.Header(), rmd)
+	setResponseMetadata(w.Header(), call.Trailer) // HTTP/JSON has headers only
 	if err != nil {
 		writeError(w, HTTPStatus(fleet.CodeOf(err)), err)
 		return

@@ -182,6 +182,7 @@ func (g *Gateway) runRPC(ctx context.Context, base server.Call, raw []byte, h ht
 	call.Oneway = notification
 	reply, rmd, err := g.srv.Invoke(ctx, &call)
 	setResponseMetadata(h, rmd)
+	setResponseMetadata(h, call.Trailer) // JSON-RPC over HTTP has headers only
 	if notification {
 		return resp, false
 	}

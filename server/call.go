@@ -84,7 +84,7 @@ func (t *task) run() {
 	// A lone call writes its response itself when the writer is idle
 	// (one hand-off less); other responses go to the writer goroutine,
 	// which coalesces them into fewer syscalls.
-	_ = c.respond(seq, cdID, compID, reply, err, cctx.info.ResponseMetadata, &m.replyHint, c.lone(f))
+	_ = c.respond(seq, cdID, compID, reply, err, nativeResponseMetadata(&cctx.info), &m.replyHint, c.lone(f))
 }
 
 // decode decompresses and unmarshals a request's payload into args. room
@@ -157,4 +157,22 @@ func (c *conn) respond(seq uint64, cdID byte, compID compress.ID, reply any, err
 		return c.w.WriteNow(buf)
 	}
 	return c.w.Write(buf)
+}
+
+// nativeResponseMetadata is the metadata section of a native response:
+// the handler's response metadata, with its response trailer merged in
+// (the native protocol has one section per response; a key in both gets
+// the trailer's value). It allocates only when the handler set a trailer.
+func nativeResponseMetadata(ci *fleet.CallInfo) fleet.Metadata {
+	if len(ci.ResponseTrailer) == 0 {
+		return ci.ResponseMetadata
+	}
+	md := make(fleet.Metadata, len(ci.ResponseMetadata)+len(ci.ResponseTrailer))
+	for k, v := range ci.ResponseMetadata {
+		md[k] = v
+	}
+	for k, v := range ci.ResponseTrailer {
+		md[k] = v
+	}
+	return md
 }

@@ -47,6 +47,13 @@ type Call struct {
 	// fleet.RouteHTTP, fleet.RouteJSONRPC, ... Default (""):
 	// fleet.RouteInProcess.
 	Route fleet.Route
+
+	// Trailer is an output: Invoke sets it to the response trailer the
+	// handler set (fleet.SetResponseTrailer), nil when none, on success
+	// and on error alike. A front end sends it after the reply (gRPC and
+	// Connect trailers); the reply metadata Invoke returns holds the
+	// headers only. The map belongs to the caller once Invoke returned.
+	Trailer fleet.Metadata
 }
 
 // Invoke runs one call through the server's call pipeline, as a native
@@ -70,13 +77,15 @@ type Call struct {
 // deadline and cancelling ctx cancels the handler.
 //
 // It returns the encoded reply and the response metadata the handler set
-// (or the retry-after metadata of a call refused by a limit). The error is
+// (or the retry-after metadata of a call refused by a limit), and sets
+// call.Trailer to the response trailer the handler set. The error is
 // a *fleet.Error: Unauthenticated (or the auth function's code) before
 // anything else, ShuttingDown, ResourceExhausted when a limit refused the
 // call or the payload, metadata or reply exceed the server's limits,
 // NotFound for an unknown service or method, InvalidArgument when the
 // payload does not decode, the handler's errors otherwise (their messages
-// intact). Invoke is safe for concurrent use; it does not count against
+// intact). Invoke is safe for concurrent use (with a Call each: it writes
+// call.Trailer); it does not count against
 // WithMaxConcurrentPerConn, which is per native connection (a front end's
 // transport caps its own connections' concurrency).
 func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD fleet.Metadata, err error) {
@@ -85,6 +94,7 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 	// for.
 	s.inflight.Add(1)
 	defer s.inflight.Add(-1)
+	call.Trailer = nil
 	service, method := []byte(call.Service), []byte(call.Method)
 	refuse := func(md fleet.Metadata, err error) ([]byte, fleet.Metadata, error) {
 		s.noteRefused(service, method, err)
@@ -184,6 +194,7 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 			}
 		}
 	}
+	call.Trailer = cctx.info.ResponseTrailer
 	return reply, cctx.info.ResponseMetadata, err
 }
 

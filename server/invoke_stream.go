@@ -127,6 +127,15 @@ type StreamCall struct {
 	// with Recv), and not after InvokeStream returned. It must not retain
 	// the slice after returning. Required.
 	Send func([]byte) error
+	// SendHeader, when set, sends the stream's response headers: the
+	// response metadata the handler set (fleet.SetResponseMetadata) by
+	// then, possibly empty. InvokeStream calls it once, on the sending
+	// goroutine, just before the first Send, or before returning when
+	// nothing was sent; keys set after it travel in the trailer
+	// InvokeStream returns. It must not retain md. An error fails the
+	// Send it preceded as Send's would. Nil (the default): the response
+	// metadata is merged into the returned trailer.
+	SendHeader func(md fleet.Metadata) error
 }
 
 // InvokeStream runs one stream through the same path as a stream opened
@@ -142,7 +151,8 @@ type StreamCall struct {
 // Receive calls fail with Canceled or DeadlineExceeded.
 //
 // It returns when the handler returned, with the trailing metadata (the
-// handler's ResponseTrailer and fleet.SetResponseMetadata keys) and the
+// handler's ResponseTrailer, and its fleet.SetResponseMetadata keys that
+// did not go to call.SendHeader) and the
 // error the stream ends with, a *fleet.Error: NotFound for an unknown
 // stream method, ResourceExhausted for a message over the limits,
 // InvalidArgument when a message does not decode or a server stream's
@@ -217,7 +227,25 @@ func (st *serverStream) localSend(msg any) error {
 	if limit := st.srv.opts.limits.MaxFrameSize; len(b) > limit {
 		return fleet.Errorf(fleet.ResourceExhausted, "stream message of %d bytes exceeds the limit of %d", len(b), limit)
 	}
+	if !st.headerSent && st.local.SendHeader != nil {
+		if err := st.sendHeader(); err != nil {
+			return err
+		}
+	}
 	if err := st.local.Send(b); err != nil {
+		return st.localErr(err)
+	}
+	return nil
+}
+
+// sendHeader hands the response metadata set so far to the front end's
+// SendHeader, once; keys set later start a new map, which ends up in the
+// trailer.
+func (st *serverStream) sendHeader() error {
+	st.headerSent = true
+	md := st.info.ResponseMetadata
+	st.info.ResponseMetadata = nil
+	if err := st.local.SendHeader(md); err != nil {
 		return st.localErr(err)
 	}
 	return nil

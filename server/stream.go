@@ -63,6 +63,8 @@ type serverStream struct {
 	credit  *flow.Credit
 	info    fleet.CallInfo
 	trailer fleet.Metadata
+	// headerSent: the response metadata went to StreamCall.SendHeader.
+	headerSent bool
 
 	failed    atomic.Pointer[error] // why the stream was reset by the server (bad input)
 	peerReset atomic.Bool           // the client cancelled: send no end
@@ -270,8 +272,15 @@ func (st *serverStream) serve(h *streamHandler) error {
 	} else if err != nil && st.ctx.Err() != nil && fleet.CodeOf(err) == fleet.Unknown {
 		err = fleet.FromContextError(st.ctx.Err())
 	}
+	// A front end with stream headers gets them now if no message
+	// went out (an error it cannot deliver: the stream is ending).
+	if st.local != nil && st.local.SendHeader != nil && !st.headerSent {
+		_ = st.sendHeader()
+	}
 	// Response metadata set with fleet.SetResponseMetadata travels as
-	// trailers too; keys set on ResponseTrailer win.
+	// trailers too (natively; on a front end with stream headers only the
+	// keys set after the headers went out); keys set on ResponseTrailer
+	// win.
 	for k, v := range st.info.ResponseMetadata {
 		if _, set := st.trailer[k]; !set {
 			st.trailers()[k] = v
