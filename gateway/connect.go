@@ -123,6 +123,18 @@ func (c *connectRoute) serve(w http.ResponseWriter, r *http.Request) {
 		c.unknown(w, r, svc, method)
 		return
 	}
+	if key.kind == connect.StreamTypeUnary && r.ContentLength > int64(g.srv.Limits().MaxDecompressedSize) && isConnectUnaryBody(r) {
+		// A Connect unary body is the message (compressed or not), which
+		// connect-go refuses past the limit only once it has read (and
+		// buffered) limit+1 bytes: refuse it by its declared length, as
+		// HTTP/JSON does, after the auth function.
+		if _, err := g.srv.Authenticate(r.Context(), svc, method, connectMetadata(httpHeaderAll(r.Header))); err != nil {
+			_ = c.errs.Write(w, r, connectError(err))
+			return
+		}
+		_ = c.errs.Write(w, r, connect.Errorf(connect.CodeResourceExhausted, "message of %d bytes exceeds the limit of %d", r.ContentLength, g.srv.Limits().MaxDecompressedSize))
+		return
+	}
 	if key.kind == connect.StreamTypeUnary {
 		// The body within the body timeout (then no read deadline while
 		// the handler runs), the answer within the write timeout from
@@ -143,6 +155,14 @@ func (c *connectRoute) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.(http.Handler).ServeHTTP(w, r)
+}
+
+// isConnectUnaryBody reports whether r's body is one Connect unary message
+// (a POST of application/proto or application/json, not an enveloped
+// gRPC-Web or Connect streaming body, which may carry several).
+func isConnectUnaryBody(r *http.Request) bool {
+	ct := strings.ToLower(r.Header.Get("Content-Type"))
+	return r.Method == http.MethodPost && !strings.HasPrefix(ct, "application/grpc") && !strings.HasPrefix(ct, "application/connect+")
 }
 
 // bodyDeadline clears the connection's read deadline once the body has
