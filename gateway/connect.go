@@ -143,6 +143,9 @@ func (c *connectRoute) serve(w http.ResponseWriter, r *http.Request) {
 		_ = rc.SetReadDeadline(time.Now().Add(g.opts.limits.bodyTimeout))
 		r.Body = &bodyDeadline{ReadCloser: r.Body, rc: rc}
 		w = &deadlineWriter{ResponseWriter: w, rc: rc, timeout: g.opts.limits.writeTimeout}
+		if r.ProtoMajor == 1 {
+			r = r.WithContext(context.WithValue(r.Context(), unreadBodyKey{}, r.Body))
+		}
 	}
 	h, ok := c.handlers.Load(key)
 	if !ok {
@@ -163,6 +166,23 @@ func (c *connectRoute) serve(w http.ResponseWriter, r *http.Request) {
 func isConnectUnaryBody(r *http.Request) bool {
 	ct := strings.ToLower(r.Header.Get("Content-Type"))
 	return r.Method == http.MethodPost && !strings.HasPrefix(ct, "application/grpc") && !strings.HasPrefix(ct, "application/connect+")
+}
+
+// unreadBodyKey is the context key of an HTTP/1.x unary call's request
+// body (drainRefused).
+type unreadBodyKey struct{}
+
+// drainRefused reads and drops what is left of an HTTP/1.x unary call's
+// body, up to limit bytes within the body timeout, when the call is
+// refused before its body was read. Over HTTP/1.1 a client still writing
+// its body when the server closes the connection gets a reset that may
+// take the answer with it (net/http closes a connection whose unread body
+// is over 256 KiB); read first, the answer reaches the caller. Nothing is
+// kept: the cost is the bytes on the wire, never memory.
+func drainRefused(ctx context.Context, limit int) {
+	if b, ok := ctx.Value(unreadBodyKey{}).(io.Reader); ok {
+		_, _ = io.Copy(io.Discard, io.LimitReader(b, int64(limit)+1))
+	}
 }
 
 // bodyDeadline clears the connection's read deadline once the body has
@@ -297,6 +317,7 @@ func (c *connectRoute) unary(key connectKey) connect.ServerFunc {
 		if g.authOn {
 			// Auth before the body is decompressed and read.
 			if _, err := g.srv.Authenticate(ctx, key.service, key.method, md); err != nil {
+				drainRefused(ctx, g.srv.Limits().MaxDecompressedSize)
 				return connectError(err)
 			}
 		}
