@@ -182,12 +182,13 @@ type confEnv struct {
 	natives   map[string]*client.Client // by token
 	cc        *grpc.ClientConn
 	hc        *http.Client
+	h2        *http.Client   // cleartext HTTP/2 (prior knowledge), for Connect's client and bidi streams
 	inProcess bool           // native clients and raw frames go in-process (client.InProcess, srv.ServeConn)
 	shutErr   chan error     // the case's own Shutdown, when it started one
 	bg        sync.WaitGroup // calls the case's setup started
 }
 
-func newConfEnv(t *testing.T, opts []server.Option) *confEnv {
+func newConfEnv(t *testing.T, opts []server.Option, gwOpts ...gateway.Option) *confEnv {
 	t.Helper()
 	auth := server.WithAuth(func(ctx context.Context, info *fleet.CallInfo, token string) error {
 		if token != confToken {
@@ -198,7 +199,7 @@ func newConfEnv(t *testing.T, opts []server.Option) *confEnv {
 	srv := server.New(append([]server.Option{server.WithLogger(discard()), auth}, opts...)...)
 	e := &confEnv{t: t, svc: newConfService(), srv: srv, natives: map[string]*client.Client{}}
 	e.svc.register(t, srv)
-	e.gw = gateway.New(srv, gateway.WithLogger(discard()))
+	e.gw = gateway.New(srv, append([]gateway.Option{gateway.WithLogger(discard())}, gwOpts...)...)
 	e.addr, e.done = listenServe(t, e.gw)
 	return e
 }
@@ -217,6 +218,9 @@ func (e *confEnv) close() {
 	}
 	if e.hc != nil {
 		e.hc.Transport.(*http.Transport).CloseIdleConnections()
+	}
+	if e.h2 != nil {
+		e.h2.Transport.(*http.Transport).CloseIdleConnections()
 	}
 	e.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -286,6 +290,18 @@ func (e *confEnv) http() *http.Client {
 		e.hc = &http.Client{Transport: &http.Transport{}, Timeout: 20 * time.Second}
 	}
 	return e.hc
+}
+
+// h2c returns the cell's cleartext HTTP/2 client (prior knowledge).
+func (e *confEnv) h2c() *http.Client {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.h2 == nil {
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		e.h2 = &http.Client{Transport: &http.Transport{Protocols: &p}, Timeout: 20 * time.Second}
+	}
+	return e.h2
 }
 
 // startShutdown starts srv.Shutdown and returns once the server refuses

@@ -3,8 +3,9 @@ package gateway_test
 // The routes of the route conformance suite (conformance_test.go): each
 // turns a case's request into its own wire form, reports what its caller
 // saw in its own terms (a fleet.Code name, a gRPC status code, an HTTP
-// status and body code, a JSON-RPC error code), and renders what the spec
-// (docs/gateway.md, issue 22) says that caller must see.
+// status and body code, a JSON-RPC error code, a Connect code), and
+// renders what the spec (docs/gateway.md, issue 22) says that caller must
+// see.
 
 import (
 	"bytes"
@@ -18,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connecthttp"
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/client"
 	"github.com/fleetrpc/fleet/codec"
@@ -42,16 +45,20 @@ const (
 	kindGRPC
 	kindHTTPJSON
 	kindJSONRPC
+	kindConnect // Connect and gRPC-Web: connect-go's client sees a connect.Code
 )
 
-// route is one way into a Fleet server. Adding a route (the in-process
-// transport, Connect, ...) is one entry in confRoutes.
+// route is one way into a Fleet server. Adding a route is one entry in
+// confRoutes.
 type route struct {
 	name string
 	kind routeKind
 	// inProcess: native clients are joined to the server in this process
 	// (client.InProcess) instead of dialing the gateway's port.
 	inProcess bool
+	// gwOpts are the gateway's options beside WithLogger (h2c served by
+	// net/http for Connect's client and bidi streams).
+	gwOpts []gateway.Option
 	// supports reports whether the route can carry the case's payload
 	// (compressed bombs need a route with compression); nil: all.
 	supports func(p payloadKind) bool
@@ -80,9 +87,24 @@ var confRoutes = []route{
 	{name: "inprocess-server-stream", kind: kindNative, inProcess: true, warm: warmNative, call: callNativeServerStream},
 	{name: "inprocess-client-stream", kind: kindNative, inProcess: true, warm: warmNative, call: callNativeClientStream},
 	{name: "inprocess-bidi-stream", kind: kindNative, inProcess: true, warm: warmNative, call: callNativeBidiStream},
+	// Connect and gRPC-Web through connect-go's client (connect.go):
+	// HTTP/1.1, but client and bidi streams, which Connect carries over
+	// HTTP/2 only (h2c, served by net/http with WithH2CToHTTP).
+	{name: "connect-unary", kind: kindConnect, supports: grpcSupports, call: connectCall(connectProto, connect.StreamTypeUnary)},
+	{name: "connect-unary-json", kind: kindConnect, supports: grpcSupports, call: connectCall(connectJSON, connect.StreamTypeUnary)},
+	{name: "connect-server-stream", kind: kindConnect, supports: grpcSupports, call: connectCall(connectProto, connect.StreamTypeServer)},
+	{name: "connect-client-stream", kind: kindConnect, supports: grpcSupports, gwOpts: h2cOpts, call: connectCall(connectProto, connect.StreamTypeClient)},
+	{name: "connect-bidi-stream", kind: kindConnect, supports: grpcSupports, gwOpts: h2cOpts, call: connectCall(connectProto, connect.StreamTypeBidi)},
+	{name: "grpcweb-unary", kind: kindConnect, supports: grpcSupports, call: connectCall(grpcWebProto, connect.StreamTypeUnary)},
+	{name: "grpcweb-server-stream", kind: kindConnect, supports: grpcSupports, call: connectCall(grpcWebProto, connect.StreamTypeServer)},
 }
 
-// grpcSupports: gRPC compresses with gzip only (grpc-encoding: gzip).
+// h2cOpts has the gateway serve cleartext HTTP/2 with net/http, where
+// connect-go's handler answers Connect streams.
+var h2cOpts = []gateway.Option{gateway.WithH2CToHTTP(true)}
+
+// grpcSupports: gRPC compresses with gzip only (grpc-encoding: gzip);
+// so do Connect and gRPC-Web (connect-go's gzip, the gateway's only one).
 func grpcSupports(p payloadKind) bool { return p != pZstdBomb }
 
 // httpSupports: HTTP/JSON and JSON-RPC take no compressed bodies.
@@ -103,6 +125,14 @@ func (r *route) want(c *confCase) []string {
 		return []string{code.String()}
 	case kindGRPC:
 		return []string{gateway.GRPCCode(code).String()}
+	case kindConnect:
+		// docs/gateway.md, "Connect and gRPC-Web": the code mapped by
+		// gateway.ConnectCode (ShuttingDown is unavailable, which is
+		// also what connect-go's client says when Shutdown has closed
+		// the listener and it finds no connection). The caller's own
+		// cancel is canceled, the code connect-go's client gives it.
+		// Over the body limit is resource_exhausted, as over gRPC.
+		return []string{gateway.ConnectCode(code).String()}
 	}
 	// HTTP routes.
 	if code == fleet.Canceled {
@@ -544,4 +574,141 @@ func callJSONRPC(ctx context.Context, e *confEnv, rq *request, pl *payloads) str
 		return fmt.Sprintf("HTTP %d error=%d data.code=%d", st, r.Error.Code, r.Error.Data.Code)
 	}
 	return fmt.Sprintf("HTTP %d error=%d", st, r.Error.Code)
+}
+
+// --- Connect and gRPC-Web, through connect-go's client ---
+
+// connectProtocol is one of connect-go's client protocols and codecs.
+type connectProtocol int
+
+const (
+	connectProto connectProtocol = iota // Connect, binary protobuf
+	connectJSON                         // Connect, JSON
+	grpcWebProto                        // gRPC-Web, binary protobuf
+)
+
+// confConnectCodec is the client's codec under one name ("proto" or
+// "json"): []byte goes as it is (a payload connect-go's own codecs would
+// not produce), a proto.Message in the codec's encoding; replies are read
+// and dropped.
+type confConnectCodec struct{ name string }
+
+func (c confConnectCodec) Name() string { return c.name }
+
+func (c confConnectCodec) MarshalWrite(_ context.Context, dst io.Writer, v any) error {
+	var b []byte
+	var err error
+	switch v := v.(type) {
+	case []byte:
+		b = v
+	case proto.Message:
+		if c.name == connect.CodecNameJSON {
+			b, err = protojson.Marshal(v)
+		} else {
+			b, err = proto.Marshal(v)
+		}
+	default:
+		return fmt.Errorf("conformance codec: cannot encode %T", v)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = dst.Write(b)
+	return err
+}
+
+func (c confConnectCodec) UnmarshalRead(_ context.Context, src io.Reader, v any) error {
+	b, err := io.ReadAll(src)
+	if err != nil {
+		return err
+	}
+	if m, ok := v.(proto.Message); ok { // connect-go's own (an error's details)
+		return proto.Unmarshal(b, m)
+	}
+	return nil
+}
+
+// connectOutcome is the connect.Code name of err ("ok" for nil).
+func connectOutcome(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return connect.CodeOf(err).String()
+}
+
+// connectRequest returns the client, the context (deadline, token) and
+// the message of the case on Connect or gRPC-Web, and the method to call.
+func connectRequest(ctx context.Context, e *confEnv, p connectProtocol, k connect.StreamType, rq *request, pl *payloads) (*connect.Client, context.Context, context.CancelFunc, any, string) {
+	codecName := connect.CodecNameProto
+	if p == connectJSON {
+		codecName = connect.CodecNameJSON
+	}
+	opts := []connecthttp.Option{connecthttp.WithCodecs(confConnectCodec{name: codecName})}
+	if p == grpcWebProto {
+		opts = append(opts, connecthttp.WithGRPCWeb())
+	}
+	ctx, cancel := streamCtx(ctx, rq)
+	cctx, info := connect.NewClientContext(ctx)
+	if rq.token != "" {
+		info.RequestHeader().Set("Authorization", rq.token)
+	}
+	name := map[connect.StreamType]string{connect.StreamTypeUnary: "Echo", connect.StreamTypeServer: "List", connect.StreamTypeClient: "Sum", connect.StreamTypeBidi: "Chat"}[k]
+	var in any = validMsg(rq.mode)
+	switch rq.payload {
+	case pUndecodable:
+		in = undecodable
+		if p == connectJSON {
+			in, _ = jsonArgs(rq, pl)
+		}
+	case pGzipBomb:
+		in = pl.bombBytes
+		opts = append(opts, connecthttp.WithSendGzip())
+	case pOverLimit:
+		in = pl.overProto
+		if p == connectJSON {
+			in = pl.overJSON
+		}
+	case pBig:
+		in = pl.bigProt
+		if p == connectJSON {
+			in, name = jsonArgs(rq, pl) // Conf.Many with issue 22's body
+		}
+	}
+	hc := e.http()
+	if k == connect.StreamTypeClient || k == connect.StreamTypeBidi {
+		hc = e.h2c()
+	}
+	c := connect.NewClient(connecthttp.NewTransport(hc, "http://"+e.addr, opts...))
+	return c, cctx, cancel, in, name
+}
+
+// connectCall is the call function of a Connect or gRPC-Web route.
+func connectCall(p connectProtocol, k connect.StreamType) func(context.Context, *confEnv, *request, *payloads) string {
+	return func(ctx context.Context, e *confEnv, rq *request, pl *payloads) string {
+		c, ctx, cancel, in, name := connectRequest(ctx, e, p, k, rq, pl)
+		defer cancel()
+		// Every kind the same way: open the stream, send the one
+		// message, close the sending side, read to the end. A Send
+		// error (the server answered and closed before reading all of
+		// the body) is not the caller's outcome: Receive has the
+		// server's answer (connect-go's CallUnary and CallServerStream
+		// would return the Send error instead).
+		spec := connect.Spec{Procedure: grpcPath(rq, name), StreamType: k}
+		st, err := c.CallClientStream(ctx, spec)
+		if err != nil {
+			return connectOutcome(err)
+		}
+		st.Send(in)
+		st.CloseSend()
+		defer st.Close()
+		for {
+			var out []byte
+			if err := st.Receive(&out); err != nil {
+				if errors.Is(err, io.EOF) {
+					return connectOutcome(nil)
+				}
+				return connectOutcome(err)
+			}
+		}
+	}
 }

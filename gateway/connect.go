@@ -123,6 +123,18 @@ func (c *connectRoute) serve(w http.ResponseWriter, r *http.Request) {
 		c.unknown(w, r, svc, method)
 		return
 	}
+	if key.kind == connect.StreamTypeUnary && r.ContentLength > int64(g.srv.Limits().MaxDecompressedSize) && isConnectUnaryBody(r) {
+		// A Connect unary body is the message (compressed or not), which
+		// connect-go refuses past the limit only once it has read (and
+		// buffered) limit+1 bytes: refuse it by its declared length, as
+		// HTTP/JSON does, after the auth function.
+		if _, err := g.srv.Authenticate(r.Context(), svc, method, connectMetadata(httpHeaderAll(r.Header))); err != nil {
+			_ = c.errs.Write(w, r, connectError(err))
+			return
+		}
+		_ = c.errs.Write(w, r, connect.Errorf(connect.CodeResourceExhausted, "message of %d bytes exceeds the limit of %d", r.ContentLength, g.srv.Limits().MaxDecompressedSize))
+		return
+	}
 	if key.kind == connect.StreamTypeUnary {
 		// The body within the body timeout (then no read deadline while
 		// the handler runs), the answer within the write timeout from
@@ -131,6 +143,9 @@ func (c *connectRoute) serve(w http.ResponseWriter, r *http.Request) {
 		_ = rc.SetReadDeadline(time.Now().Add(g.opts.limits.bodyTimeout))
 		r.Body = &bodyDeadline{ReadCloser: r.Body, rc: rc}
 		w = &deadlineWriter{ResponseWriter: w, rc: rc, timeout: g.opts.limits.writeTimeout}
+		if r.ProtoMajor == 1 {
+			r = r.WithContext(context.WithValue(r.Context(), unreadBodyKey{}, r.Body))
+		}
 	}
 	h, ok := c.handlers.Load(key)
 	if !ok {
@@ -143,6 +158,31 @@ func (c *connectRoute) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.(http.Handler).ServeHTTP(w, r)
+}
+
+// isConnectUnaryBody reports whether r's body is one Connect unary message
+// (a POST of application/proto or application/json, not an enveloped
+// gRPC-Web or Connect streaming body, which may carry several).
+func isConnectUnaryBody(r *http.Request) bool {
+	ct := strings.ToLower(r.Header.Get("Content-Type"))
+	return r.Method == http.MethodPost && !strings.HasPrefix(ct, "application/grpc") && !strings.HasPrefix(ct, "application/connect+")
+}
+
+// unreadBodyKey is the context key of an HTTP/1.x unary call's request
+// body (drainRefused).
+type unreadBodyKey struct{}
+
+// drainRefused reads and drops what is left of an HTTP/1.x unary call's
+// body, up to limit bytes within the body timeout, when the call is
+// refused before its body was read. Over HTTP/1.1 a client still writing
+// its body when the server closes the connection gets a reset that may
+// take the answer with it (net/http closes a connection whose unread body
+// is over 256 KiB); read first, the answer reaches the caller. Nothing is
+// kept: the cost is the bytes on the wire, never memory.
+func drainRefused(ctx context.Context, limit int) {
+	if b, ok := ctx.Value(unreadBodyKey{}).(io.Reader); ok {
+		_, _ = io.Copy(io.Discard, io.LimitReader(b, int64(limit)+1))
+	}
 }
 
 // bodyDeadline clears the connection's read deadline once the body has
@@ -277,6 +317,7 @@ func (c *connectRoute) unary(key connectKey) connect.ServerFunc {
 		if g.authOn {
 			// Auth before the body is decompressed and read.
 			if _, err := g.srv.Authenticate(ctx, key.service, key.method, md); err != nil {
+				drainRefused(ctx, g.srv.Limits().MaxDecompressedSize)
 				return connectError(err)
 			}
 		}
