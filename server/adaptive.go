@@ -138,12 +138,17 @@ func (l *adaptiveLimiter) admit() (ok bool, w *admitWaiter, wait time.Duration) 
 	return false, w, wait
 }
 
-// full reports whether the limit is reached: as many calls in flight as
-// it allows, or calls waiting in the backlog.
-func (l *adaptiveLimiter) full() bool {
+// shedIfFull reports whether the limit is reached (as many calls in
+// flight as it allows, or calls waiting in the backlog), counting a shed
+// call when it is, in one critical section.
+func (l *adaptiveLimiter) shedIfFull() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.inflight >= l.capLocked() || len(l.backlog) > 0
+	if l.inflight < l.capLocked() && len(l.backlog) == 0 {
+		return false
+	}
+	l.shed++
+	return true
 }
 
 // backlogCapLocked returns the most calls that may wait. Called with mu

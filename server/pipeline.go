@@ -134,12 +134,9 @@ func (s *Server) awaitAdaptiveCtx(ctx context.Context) (since time.Time, md flee
 // like calls, with ResourceExhausted and the retry-after metadata.
 func (s *Server) admitStreamAdaptive() (fleet.Metadata, error) {
 	l := s.adaptive
-	if l == nil || !l.full() {
+	if l == nil || !l.shedIfFull() {
 		return nil, nil
 	}
-	l.mu.Lock()
-	l.shed++
-	l.mu.Unlock()
 	return l.shedAnswer()
 }
 
