@@ -74,32 +74,29 @@ func (g *Gateway) newGRPC() *grpc.Server {
 
 // fleetName maps a gRPC service name to a Fleet service: the name as it
 // is when registered, else the part after the last dot (the protobuf
-// package removed).
+// package removed), as Server.Invoke resolves it.
 func (g *Gateway) fleetName(grpcService, method string) (string, server.MethodDesc, bool) {
-	if d, ok := g.srv.Method(grpcService, method); ok {
-		return grpcService, d, true
-	}
-	if i := strings.LastIndexByte(grpcService, '.'); i >= 0 {
-		name := grpcService[i+1:]
-		if d, ok := g.srv.Method(name, method); ok {
-			return name, d, true
-		}
-	}
-	return "", server.MethodDesc{}, false
+	return resolveName(grpcService, method, g.srv.Method)
 }
 
 // fleetStream is fleetName for streaming methods.
 func (g *Gateway) fleetStream(grpcService, method string) (string, server.StreamDesc, bool) {
-	if d, ok := g.srv.StreamMethod(grpcService, method); ok {
-		return grpcService, d, true
+	return resolveName(grpcService, method, g.srv.StreamMethod)
+}
+
+// resolveName finds service.method with find, by the service's full name
+// and then by the part after its last dot.
+func resolveName[D any](service, method string, find func(service, method string) (D, bool)) (string, D, bool) {
+	if d, ok := find(service, method); ok {
+		return service, d, true
 	}
-	if i := strings.LastIndexByte(grpcService, '.'); i >= 0 {
-		name := grpcService[i+1:]
-		if d, ok := g.srv.StreamMethod(name, method); ok {
-			return name, d, true
+	if i := strings.LastIndexByte(service, '.'); i >= 0 {
+		if d, ok := find(service[i+1:], method); ok {
+			return service[i+1:], d, true
 		}
 	}
-	return "", server.StreamDesc{}, false
+	var zero D
+	return "", zero, false
 }
 
 // handleGRPCStream serves one gRPC call of a Fleet streaming method
