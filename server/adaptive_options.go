@@ -85,11 +85,9 @@ func (a AdaptiveAlgorithm) String() string {
 // when Shutdown starts. Before the first sample (no rttNoLoad) no call
 // waits. The backlog keeps the handlers fed between arrivals but adds
 // about one handler's run of waiting to the calls it admits: on the
-// overload bench (docs/perf/log.md, "The admission backlog") BacklogTimeout 1 raised
-// the goodput at twice the capacity from 0.88 to 0.91-0.94 of peak (slots
-// busy 92 % to 98 %) and the admitted calls' p99 from 2.6 to 3.2-3.6 times
-// the uncongested p99; no setting tried improved both, so it is off by
-// default.
+// overload bench (`fleet bench overload`) a backlog raises the goodput at
+// twice the capacity by a few points of peak and the admitted calls' p99
+// with it, so it is off by default.
 //
 // The limiter is safe for concurrent use: one mutex guards its state.
 type AdaptiveLimit struct {
@@ -110,9 +108,9 @@ type AdaptiveLimit struct {
 	Tolerance float64
 	// QueueSize (AdaptiveGradient) is the queue allowance in calls: how far
 	// the limit may grow above what runs unqueued. Default 1: with calls
-	// arriving evenly, 2 kept more calls queued on the slots and raised the
-	// admitted calls' p99 with the slots as busy (docs/perf/log.md,
-	// "Adaptive limit: QueueSize").
+	// arriving evenly, larger values keep more calls queued on the slots and
+	// raise the admitted calls' p99 without keeping the slots busier
+	// (`fleet bench overload`).
 	QueueSize float64
 	// Smoothing (AdaptiveGradient) is the share of the way, in (0, 1], the
 	// limit moves towards each sample's new estimate. Default 0.2.
