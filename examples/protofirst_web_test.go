@@ -1,6 +1,7 @@
 package examples_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -158,50 +159,11 @@ func TestProtofirstBrowser(t *testing.T) {
 	addr, g := startGreeter(t, gateway.WithCORS(gateway.CORS{AllowedOrigins: []string{page.URL}}))
 	gw := "http://" + addr
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	actx, acancel := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(exe),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-	)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-
-	// open loads the page from origin and waits until its script runs.
-	open := func(origin string) {
-		t.Helper()
-		if err := chromedp.Do(bctx, chromedp.Navigate(origin+"/index.html?gateway="+gw)); err != nil {
-			t.Fatal(err)
-		}
-		waitStatus(t, bctx, "ready")
-	}
-	// press sets the form and presses button, then returns what the page
-	// shows once the call ends.
+	bctx := newBrowser(t, exe)
+	open := func(origin string) { t.Helper(); openPage(t, bctx, origin+"/index.html?gateway="+gw) }
 	press := func(protocol, name, times, button string) pageResult {
 		t.Helper()
-		if err := chromedp.Do(bctx,
-			chromedp.SetValue(chromedp.ID("protocol"), protocol),
-			chromedp.SetValue(chromedp.ID("name"), name),
-			chromedp.SetValue(chromedp.ID("times"), times),
-			chromedp.Click(chromedp.ID(button)),
-		); err != nil {
-			t.Fatal(err)
-		}
-		status := waitStatus(t, bctx, "")
-		lines, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#out li")].map(li => li.textContent)`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pageResult{Lines: lines, Status: status}
+		return pressButton(t, bctx, protocol, name, times, button)
 	}
 
 	open(page.URL)
@@ -240,6 +202,60 @@ func TestProtofirstBrowser(t *testing.T) {
 	}
 }
 
+// newBrowser starts headless Chromium (exe) for the test, which it
+// stops at the test's end, and returns the context of its tab.
+func newBrowser(t *testing.T, exe string) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	actx, acancel := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(exe),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	)
+	t.Cleanup(acancel)
+	bctx, bcancel := chromedp.NewContext(actx)
+	t.Cleanup(bcancel)
+	return bctx
+}
+
+// openPage loads the page at url and waits until its script runs.
+func openPage(t *testing.T, ctx context.Context, url string) {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, ctx, "ready")
+}
+
+// pressButton fills the page's form (protocol "connect" or "grpcweb",
+// name, times) and presses button ("say" or "greet"), then returns what
+// the page shows once the call ends.
+func pressButton(t *testing.T, ctx context.Context, protocol, name, times, button string) pageResult {
+	t.Helper()
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.ID("protocol"), protocol),
+		chromedp.SetValue(chromedp.ID("name"), name),
+		chromedp.SetValue(chromedp.ID("times"), times),
+		chromedp.Click(chromedp.ID(button)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	status := waitStatus(t, ctx, "")
+	lines, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#out li")].map(li => li.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pageResult{Lines: lines, Status: status}
+}
+
 // waitStatus waits up to 20 s for the page's #status to read want (or,
 // with want "", anything but "calling") and returns it.
 func waitStatus(t *testing.T, ctx context.Context, want string) string {
@@ -274,4 +290,117 @@ func chromiumPath(t *testing.T) string {
 	}
 	t.Skip("chromium is not installed: run .ci/services.sh (it sources .ci/setup.d/50-chromium.sh)")
 	return ""
+}
+
+// TestProtofirstProgram builds examples/protofirst and runs it twice.
+// Without flags it prints what TestPrograms expects (the generated client
+// over TCP, in process and through an XClient with a registry). With
+// -serve (on ports of its choosing) it is called as docs/proto-first.md
+// shows: buf curl over Connect and gRPC-Web with the .proto as schema,
+// and the page it serves (embedded from web/) in Chromium, which the
+// gateway allows; on SIGINT it shuts down and exits 0.
+func TestProtofirstProgram(t *testing.T) {
+	buf := external(t, "buf", "70-protogen.sh")
+	exe := chromiumPath(t)
+	bin := filepath.Join(t.TempDir(), "protofirst")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	if out, err := runTool(t, ".", "go", append(args, "./protofirst")...); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	i := slices.IndexFunc(programs, func(p program) bool { return p.dir == "protofirst" })
+	if out, err := runTool(t, ".", bin); err != nil {
+		t.Errorf("protofirst: %v\n%s", err, out)
+	} else if got, want := strings.TrimRight(out, "\n"), strings.Join(programs[i].want, "\n"); got != want {
+		t.Errorf("protofirst printed:\n%s\nwant:\n%s", got, want)
+	}
+
+	cmd := exec.Command(bin, "-serve", "-addr", "127.0.0.1:0", "-page", "127.0.0.1:0")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	lines := make(chan string, 2)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		if err := cmd.Process.Signal(os.Interrupt); err != nil {
+			t.Errorf("SIGINT: %v", err)
+		}
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("-serve after SIGINT: %v\n%s", err, stderr.Bytes())
+			}
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("-serve did not exit within 10 s of SIGINT\n%s", stderr.Bytes())
+		}
+	}
+	defer stop()
+	var gw, page string
+	for gw == "" || page == "" {
+		select {
+		case l := <-lines:
+			if v, ok := strings.CutPrefix(l, "gateway: "); ok {
+				gw = v
+			} else if v, ok := strings.CutPrefix(l, "page: "); ok {
+				page = v
+			} else {
+				t.Fatalf("-serve printed %q", l)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("-serve printed no addresses within 20 s\n%s", stderr.Bytes())
+		}
+	}
+	if want := "/?gateway=" + gw; !strings.HasSuffix(page, want) {
+		t.Fatalf("page URL %q does not end in %q", page, want)
+	}
+
+	schema := []string{"--schema", "proto/greeter/v1/greeter.proto"}
+	msgs, out, err := bufCurl(t, buf, append(slices.Clone(schema), "--protocol", "connect", "--data", `{"name":"Ada"}`, gw+"/greeter.v1.GreeterService/SayHello")...)
+	if got := messages(msgs); err != nil || !slices.Equal(got, []string{"hello, Ada"}) {
+		t.Errorf("buf curl --protocol connect SayHello: %v %q\n%s", err, got, out)
+	}
+	msgs, out, err = bufCurl(t, buf, append(slices.Clone(schema), "--protocol", "grpcweb", "--data", `{"name":"Ada","times":2}`, gw+"/greeter.v1.GreeterService/GreetMany")...)
+	if got := messages(msgs); err != nil || !slices.Equal(got, []string{"hello #1, Ada", "hello #2, Ada"}) {
+		t.Errorf("buf curl --protocol grpcweb GreetMany: %v %q\n%s", err, got, out)
+	}
+
+	bctx := newBrowser(t, exe)
+	openPage(t, bctx, page)
+	for _, c := range []struct {
+		protocol, button string
+		want             pageResult
+	}{
+		{"connect", "say", pageResult{[]string{"hello, Ada"}, "done"}},
+		{"grpcweb", "greet", pageResult{[]string{"hello #1, Ada", "hello #2, Ada"}, "done"}},
+	} {
+		if got := pressButton(t, bctx, c.protocol, "Ada", "2", c.button); !slices.Equal(got.Lines, c.want.Lines) || got.Status != c.want.Status {
+			t.Errorf("page, %s %s: shows %+v, want %+v", c.protocol, c.button, got, c.want)
+		}
+	}
+	stop()
 }
