@@ -299,8 +299,9 @@ func chromiumPath(t *testing.T) string {
 // over TCP, in process and through an XClient with a registry). With
 // -serve (on ports of its choosing) it is called as docs/proto-first.md
 // shows: buf curl over Connect and gRPC-Web with the .proto as schema,
-// and the page it serves (embedded from web/) in Chromium, which the
-// gateway allows; on SIGINT it shuts down and exits 0.
+// and the page it serves (embedded from web/, and only under its own
+// host) in Chromium, which the gateway allows; on SIGINT it shuts down
+// and exits 0.
 func TestProtofirstProgram(t *testing.T) {
 	buf := external(t, "buf", "70-protogen.sh")
 	exe := chromiumPath(t)
@@ -389,6 +390,24 @@ func TestProtofirstProgram(t *testing.T) {
 	msgs, out, err = bufCurl(t, buf, append(slices.Clone(schema), "--protocol", "grpcweb", "--data", `{"name":"Ada","times":2}`, gw+"/greeter.v1.GreeterService/GreetMany")...)
 	if got := messages(msgs); err != nil || !slices.Equal(got, []string{"hello #1, Ada", "hello #2, Ada"}) {
 		t.Errorf("buf curl --protocol grpcweb GreetMany: %v %q\n%s", err, got, out)
+	}
+
+	// The page is served only under the origin the gateway allows.
+	origin, _, _ := strings.Cut(page, "/?")
+	req, err := http.NewRequest(http.MethodGet, origin+"/index.html", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "localhost"
+	hc := &http.Client{Timeout: 10 * time.Second}
+	defer hc.CloseIdleConnections()
+	if resp, err := hc.Do(req); err != nil {
+		t.Error(err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMisdirectedRequest {
+			t.Errorf("the page under Host localhost: %s, want 421", resp.Status)
+		}
 	}
 
 	bctx := newBrowser(t, exe)

@@ -29,7 +29,8 @@ var web embed.FS
 // generated service behind a gateway listening on addr (Fleet's native
 // protocol, gRPC, Connect, gRPC-Web and HTTP/JSON on one port), and the
 // page under web/ on pageAddr, from which the gateway allows calls
-// (gateway.WithCORS). It prints the gateway's URL and the page's.
+// (gateway.WithCORS), and only under that origin's host. It prints the
+// gateway's URL and the page's.
 func serve(addr, pageAddr string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -57,8 +58,18 @@ func serve(addr, pageAddr string) error {
 	if err != nil {
 		return err
 	}
+	// The page is served only under the origin the gateway allows (a
+	// Host check, as for every HTTP listener that serves a browser).
+	static := http.FileServerFS(files)
 	page := &http.Server{
-		Handler:           http.FileServerFS(files),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Host != pageLis.Addr().String() {
+				http.Error(w, "this page is served as "+pageOrigin, http.StatusMisdirectedRequest)
+				return
+			}
+			static.ServeHTTP(w, r)
+		}),
+		MaxHeaderBytes:    16 << 10,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      10 * time.Second,
