@@ -12,11 +12,14 @@ import (
 	"time"
 )
 
-// programs lists every example with the output it must print, line by line.
-var programs = []struct {
+// program is an example and the output it must print, line by line.
+type program struct {
 	dir  string
 	want []string
-}{
+}
+
+// programs lists every example.
+var programs = []program{
 	{"hello", []string{
 		"Arith.Add 1 + 2 = 3",
 		"Arith.Mul 3 * 4 = 12",

@@ -3,6 +3,7 @@ module github.com/fleetrpc/fleet/examples
 go 1.26.8
 
 require (
+	github.com/chromedp/chromedp v0.23.0
 	github.com/fleetrpc/fleet v0.0.0-00010101000000-000000000000
 	github.com/fleetrpc/fleet/gateway v0.0.0-00010101000000-000000000000
 	github.com/fleetrpc/fleet/observability/accesslog v0.0.0-00010101000000-000000000000
@@ -20,7 +21,9 @@ require (
 	connectrpc.com/cors v0.1.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/fleetrpc/fleet/cmd/protoc-gen-fleet v0.0.0-00010101000000-000000000000 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect

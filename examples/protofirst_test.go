@@ -4,17 +4,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/client"
 	greeterv1 "github.com/fleetrpc/fleet/examples/protofirst/gen/greeter/v1"
 	"github.com/fleetrpc/fleet/gateway"
@@ -126,22 +131,75 @@ func treeFiles(t *testing.T, dir string) map[string][]byte {
 	return files
 }
 
-// greeter is a small implementation of the generated GreeterServiceServer.
+// greeter is a small implementation of the generated
+// GreeterServiceServer that records the names it was called with.
 type greeter struct {
 	greeterv1.UnimplementedGreeterServiceServer
+	mu    sync.Mutex
+	names []string
 }
 
-func (greeter) SayHello(ctx context.Context, req *greeterv1.SayHelloRequest) (*greeterv1.SayHelloResponse, error) {
+func (g *greeter) saw(name string) {
+	g.mu.Lock()
+	g.names = append(g.names, name)
+	g.mu.Unlock()
+}
+
+// called returns the names of the calls served so far, in order.
+func (g *greeter) called() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.names)
+}
+
+func (g *greeter) SayHello(ctx context.Context, req *greeterv1.SayHelloRequest) (*greeterv1.SayHelloResponse, error) {
+	g.saw(req.GetName())
 	return &greeterv1.SayHelloResponse{Message: "hello, " + req.GetName()}, nil
 }
 
-func (greeter) GreetMany(ctx context.Context, req *greeterv1.GreetManyRequest, st *server.ServerStream[greeterv1.GreetManyResponse]) error {
+// GreetMany sends req.Times greetings, "1 NAME", "2 NAME", ...; times
+// outside 1 to 10 is InvalidArgument, as in examples/protofirst/main.go.
+func (g *greeter) GreetMany(ctx context.Context, req *greeterv1.GreetManyRequest, st *server.ServerStream[greeterv1.GreetManyResponse]) error {
+	g.saw(req.GetName())
+	if req.GetTimes() < 1 || req.GetTimes() > 10 {
+		return fleet.Errorf(fleet.InvalidArgument, "times must be 1 to 10, not %d", req.GetTimes())
+	}
 	for i := range req.GetTimes() {
 		if err := st.Send(&greeterv1.GreetManyResponse{Message: fmt.Sprintf("%d %s", i+1, req.GetName())}); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// startGreeter serves a greeter behind a gateway with opts on 127.0.0.1
+// until the test ends and returns the gateway's address (host:port) and
+// the greeter.
+func startGreeter(t *testing.T, opts ...gateway.Option) (string, *greeter) {
+	t.Helper()
+	srv := server.New(server.WithLogger(slog.New(slog.DiscardHandler)))
+	g := &greeter{}
+	if err := greeterv1.RegisterGreeterService(srv, g); err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := gateway.New(srv, append([]gateway.Option{gateway.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
+	done := make(chan error, 1)
+	go func() { done <- gw.Serve(lis) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := gw.Shutdown(ctx); err != nil {
+			t.Errorf("gateway Shutdown: %v", err)
+		}
+		if err := <-done; !errors.Is(err, gateway.ErrClosed) {
+			t.Errorf("gateway Serve: %v", err)
+		}
+	})
+	return lis.Addr().String(), g
 }
 
 // TestProtofirstGrpcurl serves the generated GreeterService behind the gateway
@@ -154,18 +212,7 @@ func (greeter) GreetMany(ctx context.Context, req *greeterv1.GreetManyRequest, s
 // generated client call the same port.
 func TestProtofirstGrpcurl(t *testing.T) {
 	grpcurl := external(t, "grpcurl", "60-gateway.sh")
-	srv := server.New()
-	if err := greeterv1.RegisterGreeterService(srv, greeter{}); err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw := gateway.New(srv)
-	go gw.Serve(lis)
-	t.Cleanup(func() { _ = gw.Shutdown(context.Background()) })
-	addr := lis.Addr().String()
+	addr, _ := startGreeter(t)
 
 	out, err := runTool(t, ".", grpcurl, "-plaintext", addr, "list")
 	if err != nil {

@@ -1,6 +1,7 @@
 # .ci/setup.d/61-conformance.sh — Node packages for the conformance
-# module's browser and buf curl tests (sourced by .ci/services.sh; log and
-# die are in scope):
+# module's browser and buf curl tests, and for examples/protofirst/web/
+# build.sh, which bundles the example's page with the same esbuild and
+# connect-es (sourced by .ci/services.sh; log and die are in scope):
 #
 #   conformance/testdata/web/node_modules  `npm ci` from the committed
 #            package-lock.json (@connectrpc/connect, @connectrpc/connect-web,

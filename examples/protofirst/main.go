@@ -3,10 +3,16 @@
 // protoc-gen-fleet generated from it (gen/greeter/v1, written by
 // `buf generate`): over TCP, in process (no socket) and through an
 // XClient over a static registry. It prints the replies and exits.
+//
+// With -serve it instead serves the service until interrupted, behind a
+// gateway on -addr (default 127.0.0.1:8972), for grpcurl, buf curl and
+// the browser page under web/, which it serves on -page (default
+// 127.0.0.1:8973); see docs/proto-first.md.
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log"
 	"net"
@@ -48,6 +54,17 @@ func (Greeter) GreetMany(ctx context.Context, req *greeterv1.GreetManyRequest, s
 }
 
 func main() {
+	serveFlag := flag.Bool("serve", false, "serve the service and the page until interrupted, instead of calling it and exiting")
+	gwAddr := flag.String("addr", "127.0.0.1:8972", "with -serve: the gateway's address (every protocol on one port)")
+	pageAddr := flag.String("page", "127.0.0.1:8973", "with -serve: the address of the page, whose origin the gateway allows")
+	flag.Parse()
+	if *serveFlag {
+		if err := serve(*gwAddr, *pageAddr); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 
