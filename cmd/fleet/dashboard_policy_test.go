@@ -8,9 +8,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/fleetrpc/fleet/client"
 	"github.com/fleetrpc/fleet/internal/benchpb"
@@ -382,6 +386,32 @@ func TestDashboardPolicyBrowser(t *testing.T) {
 		t.Fatalf("v2 served %.1f%% under 0/100", got)
 	}
 	page.eval("watcher status after", box+`.querySelector('.policy-status').textContent`, equals("watcher: 3 applied, 0 refused"))
+
+	// Nothing scrolls sideways at 360 px; a screenshot of the section at
+	// 1280 px goes where TestDashboardBrowser's go.
+	noHScroll := `(() => { const e = document.documentElement; return e.scrollWidth + "<=" + e.clientWidth + " " + (e.scrollWidth <= e.clientWidth); })()`
+	for _, width := range []int64{360, 1280} {
+		if err := chromedp.Do(page.ctx, chromedp.EmulateViewport(width, 900)); err != nil {
+			t.Fatal(err)
+		}
+		page.eval(fmt.Sprintf("width %d", width), `String(document.documentElement.clientWidth)`, equals(fmt.Sprint(width)))
+		page.eval(fmt.Sprintf("no horizontal scroll at %d px", width), noHScroll, func(s string) bool { return strings.HasSuffix(s, " true") })
+	}
+	png, err := chromedp.Run(page.ctx, chromedp.Screenshot("#policies"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(t.ArtifactDir(), "dashboard-policy.png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if dir := os.Getenv("FLEET_ARTIFACTS"); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "dashboard-policy.png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	if errs := page.consoleErrors(); len(errs) > 0 {
 		t.Errorf("console errors: %q", errs)
