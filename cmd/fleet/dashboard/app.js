@@ -383,7 +383,7 @@ function policyTemplate(service) {
 function buildPolicy(service, p) {
   const doc = p.document;
   const box = el("div", { class: "policy", "data-policy-service": service, "data-version": p.version || "" },
-    el("h3", {}, service, " ", el("span", { class: "badge policy-version" }, p.version ? "version " + p.version : "no policy")),
+    el("h3", {}, service, " ", el("span", { class: "badge policy-version" + (p.version ? "" : " none") }, p.version ? "version " + p.version : "no policy")),
     el("div", { class: "policy-status muted" }),
     el("div", { class: "policy-refusing error" }));
   if (p.error) box.append(el("div", { class: "error" }, "policy store: " + p.error));
@@ -436,9 +436,8 @@ function buildPolicy(service, p) {
 }
 
 function updatePolicyStatus(service, node, p) {
-  const st = p.document === null && !p.applied && !p.refused ? "watcher: no document stored" :
-    "watcher: " + p.applied + " applied, " + p.refused + " refused";
-  node.querySelector(".policy-status").textContent = st;
+  // Applied counts removals too (a watcher starts by applying "none").
+  node.querySelector(".policy-status").textContent = "watcher: " + p.applied + " applied, " + p.refused + " refused";
   node.querySelector(".policy-refusing").textContent = p.refusing ?
     "The newest stored document was refused (clients keep " + (p.version ? "version " + p.version : "no policy") + "): " + p.refusing : "";
   const m = policyMsgs.get(service), msg = node.querySelector(".policy-msg");
