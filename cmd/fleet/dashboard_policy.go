@@ -53,7 +53,7 @@ func (p *policyWatch) Refused(_ string, err error) {
 	p.mu.Unlock()
 }
 
-// openDashboardPolicies opens the policy store of the dashboard's
+// openPolicies opens the policy store of the dashboard's
 // registry (policy.Store of etcd, ZooKeeper, Redis or NATS); a static://
 // registry has none, and the page then shows no policies.
 func (d *dashboard) openPolicies() error {

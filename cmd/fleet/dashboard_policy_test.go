@@ -251,7 +251,8 @@ func TestDashboardPolicyAPI(t *testing.T) {
 // (60/50) is refused with its problem shown and nothing written; then
 // the split moves 100/0 → 50/50 → 0/100 through the page, each after the
 // confirmation, and the servers' call counts show the traffic following:
-// none to v2, about half (35–65% of 2,000 calls), all of it.
+// none to v2, about half (35–65% of 2,000 calls), all of it. A whole
+// document typed in the page with weights summing to 90 is refused too.
 func TestDashboardPolicyBrowser(t *testing.T) {
 	exe := chromiumPath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
@@ -386,6 +387,19 @@ func TestDashboardPolicyBrowser(t *testing.T) {
 		t.Fatalf("v2 served %.1f%% under 0/100", got)
 	}
 	page.eval("watcher status after", box+`.querySelector('.policy-status').textContent`, equals("watcher: 3 applied, 0 refused"))
+
+	// The whole document as text: an invalid one is refused with its
+	// problem, nothing written.
+	page.do("edit the document", `(() => { const b = `+box+`; b.querySelector('details.policy-text').open = true; const ta = b.querySelector('textarea.policy-doc'); const d = JSON.parse(ta.value); d.routes[0].destinations[1].weight = 90; ta.value = JSON.stringify(d, null, 2); b.querySelector('button.policy-save').click(); })()`)
+	page.eval("document confirmation", `document.getElementById('confirm-text').textContent`, contains("Replace the policy of Hello (version web-3)"))
+	page.do("confirm the document", `document.getElementById('confirm-ok').click()`)
+	page.eval("document refused", box+`.querySelector('.policy-msg').textContent`,
+		equals("Not saved: invalid policy:\n  \u2022 routes[0](split).destinations: weights sum to 90, want 100"))
+	if b, err := store.Get(ctx, "Hello"); err != nil {
+		t.Fatal(err)
+	} else if got, err := policy.Decode(b); err != nil || got.Version != "web-3" {
+		t.Fatalf("after a refused document the store holds %s (%v)", b, err)
+	}
 
 	// Nothing scrolls sideways at 360 px; a screenshot of the section at
 	// 1280 px goes where TestDashboardBrowser's go.
