@@ -348,7 +348,9 @@ func TestDashboardPolicyBrowser(t *testing.T) {
 		page.eval("confirmation for "+w1+"/"+w2, dialogOpen, equals("true"))
 	}
 
-	// The policy in force, as the store holds it.
+	// The policy in force, as the store holds it (the box is there from
+	// the first poll on; it is replaced, never removed, when it changes).
+	page.eval("policy shown", `String(`+box+` !== null)`, equals("true"))
 	page.eval("version", box+`.querySelector('.policy-version').textContent`, equals("version web-1"))
 	page.eval("subsets", box+`.querySelector('.subsets').textContent`, equals("subsets: v1 (version v1), v2 (version v2)"))
 	page.eval("split", weights, equals("v1=100,v2=0"))
