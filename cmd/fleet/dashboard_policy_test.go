@@ -325,6 +325,7 @@ func TestDashboardPolicyBrowser(t *testing.T) {
 		if v1+v2 != int64(n) {
 			t.Fatalf("version %s: servers answered %d+%d of %d calls", version, v1, v2, n)
 		}
+		t.Logf("version %s: v2 served %d of %d calls", version, v2, n)
 		return 100 * float64(v2) / float64(n)
 	}
 	if got := traffic("web-1", 400); got != 0 {
