@@ -20,6 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleetrpc/fleet/policy"
 	"github.com/fleetrpc/fleet/registry"
 )
 
@@ -59,6 +60,18 @@ the whole process (in flight, calls/s, p99 handling time) in each of its
 registry records. The dashboard samples it every second and keeps the last
 5 minutes, so the charts are full when the page opens.
 
+Each service's traffic policy (docs/policy.md) is shown from the
+registry's policy store (etcd, ZooKeeper, Redis and NATS; none for
+static://): the version in force, its subsets, each route's match,
+split, timeout, retry, hedging and fault, the per-method server limits,
+and the status of a policy watcher the dashboard runs on that store
+(documents applied and refused, why the newest was refused). A route's
+split (its destinations' weights), or the whole document as text, is
+edited on the page: after a confirmation it is checked as fleet policy
+validate checks it, written with the next version, and applied by every
+client and server watching that store; an invalid one is refused with
+its problems listed and nothing written.
+
 A form calls any method of those services with a JSON argument, as fleet
 call does (reflection, protojson for protobuf methods, unknown and missing
 fields refused unless "loose" is ticked); choosing a method fills in the
@@ -68,7 +81,7 @@ words them, with its exit status.
 Safety: it listens on 127.0.0.1 by default; any other address requires
 --token, which the browser then presents once as /?token=... (kept in an
 HttpOnly, SameSite=Strict cookie) and scripts as "Authorization: Bearer ...".
-POST requests (the call form) must be same-origin (Go's
+POST requests (the call form, steering, policy edits) must be same-origin (Go's
 http.CrossOriginProtection, Sec-Fetch-Site / Origin) and JSON. Every
 request must name the page's host as an IP address, localhost or an
 --allow-host name (DNS rebinding is refused with 403). The token sent to
@@ -132,11 +145,16 @@ type dashboard struct {
 	shared *target
 	lister registry.ServiceLister // nil when the registry cannot list services
 	hist   *loadHistory
-	stop   context.CancelFunc
-	done   chan struct{}
+	// policies is the registry's policy store (nil for a static://
+	// registry); watchers follow each shown service's policy in it.
+	policies      policy.Store
+	closePolicies func()
+	stop          context.CancelFunc
+	done          chan struct{}
 
-	mu      sync.Mutex
-	targets map[string]*target // by service: the --service ones, or those last listed
+	mu       sync.Mutex
+	targets  map[string]*target      // by service: the --service ones, or those last listed
+	watchers map[string]*policyWatch // by service, started when first shown; nil once closed
 }
 
 // newDashboard opens the registry and starts sampling its servers' load
@@ -160,7 +178,7 @@ func newDashboard(f *dashboardFlags) (*dashboard, error) {
 			return nil, usagef("dashboard: bad service name %q", svc)
 		}
 	}
-	d := &dashboard{f: f, base: strings.TrimSuffix(f.registry, "/"), targets: map[string]*target{},
+	d := &dashboard{f: f, base: strings.TrimSuffix(f.registry, "/"), targets: map[string]*target{}, watchers: map[string]*policyWatch{},
 		log: slog.New(slog.NewTextHandler(os.Stderr, nil)), hist: newLoadHistory(historyWindow)}
 	if strings.HasPrefix(d.base, "static://") {
 		// A static list has no services of its own: each --service is
@@ -192,6 +210,10 @@ func newDashboard(f *dashboardFlags) (*dashboard, error) {
 		for _, svc := range f.services {
 			d.targets[svc] = d.serviceTarget(svc)
 		}
+		if err := d.openPolicies(); err != nil {
+			d.close()
+			return nil, err
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d.stop, d.done = cancel, make(chan struct{})
@@ -213,6 +235,7 @@ func (d *dashboard) close() {
 		<-d.done
 		d.stop = nil
 	}
+	d.closePolicyWatchers()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, t := range d.targets {
@@ -258,6 +281,7 @@ func (d *dashboard) handler() http.Handler {
 	mux.HandleFunc("GET /api/methods", d.apiMethods)
 	mux.HandleFunc("POST /api/call", d.apiCall)
 	mux.HandleFunc("POST /api/steer", d.apiSteer)
+	mux.HandleFunc("POST /api/policy", d.apiPolicySet)
 	var h http.Handler = mux
 	h = http.NewCrossOriginProtection().Handler(h)
 	h = d.checkToken(h)

@@ -49,6 +49,9 @@ type apiService struct {
 	Active    int           `json:"active"` // instances not draining
 	Instances []apiInstance `json:"instances"`
 	Error     string        `json:"error,omitempty"`
+	// Policy is the service's traffic policy in the registry's policy
+	// store; absent when the registry has none (static://).
+	Policy *apiPolicy `json:"policy,omitempty"`
 }
 
 // apiServer is one server's load: what it last reported and the samples
@@ -75,7 +78,8 @@ type apiServices struct {
 	Servers       []apiServer  `json:"servers"`
 	HistorySecond int          `json:"history_seconds"` // the charts' span
 	Time          time.Time    `json:"time"`
-	Error         string       `json:"error,omitempty"` // listing the services failed
+	Error         string       `json:"error,omitempty"`        // listing the services failed
+	PolicyStore   string       `json:"policy_store,omitempty"` // where the policies are, "" when nowhere
 }
 
 // registryError words a registry failure for the page.
@@ -220,6 +224,15 @@ func (d *dashboard) apiServices(w http.ResponseWriter, r *http.Request) {
 	out := d.snapshot(ctx)
 	for i := range out.Servers {
 		out.Servers[i].History = d.hist.points(out.Servers[i].Addr)
+	}
+	if d.policies != nil && out.Error == "" {
+		out.PolicyStore = d.policyStoreName()
+		shown := make([]string, len(out.Services))
+		for i := range out.Services {
+			shown[i] = out.Services[i].Name
+			out.Services[i].Policy = d.policyView(shown[i])
+		}
+		d.prunePolicies(shown)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -87,77 +87,13 @@ func TestDashboardBrowser(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	actx, acancel := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(exe),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(1280, 860),
-	)
-	defer acancel() // stops the browser and removes its profile
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-
-	// Console errors, collected from before the page loads.
-	var (
-		consoleMu   sync.Mutex
-		consoleErrs []string
-	)
-	messages := chromedp.Console(bctx)
-	go func() {
-		for m, err := range messages {
-			if err != nil {
-				return
-			}
-			if m.Type != chromedp.ConsoleError && m.Type != chromedp.ConsoleException {
-				continue
-			}
-			// The API answers the failures the test provokes with 4xx
-			// and 5xx statuses, which the browser logs as network errors.
-			if m.Source == "network" && strings.Contains(m.URL, "/api/") {
-				continue
-			}
-			consoleMu.Lock()
-			consoleErrs = append(consoleErrs, m.String()+" ("+m.URL+")")
-			consoleMu.Unlock()
-		}
-	}()
-
-	if err := chromedp.Do(bctx, chromedp.Navigate(hs.URL+"/")); err != nil {
-		t.Fatal(err)
-	}
-	// eval evaluates js until ok accepts its result (bounded by 20 s).
-	eval := func(what, js string, ok func(string) bool) string {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			got, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
-			if err != nil {
-				t.Fatalf("%s: %v", what, err)
-			}
-			if ok(got) {
-				return got
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: page shows %q", what, got)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	page, closePage := openBrowser(t, ctx, exe, hs.URL+"/")
+	defer closePage() // stops the browser and removes its profile
+	bctx, eval, do := page.ctx, page.eval, page.do
 	equals := func(want string) func(string) bool { return func(s string) bool { return s == want } }
 	contains := func(want string) func(string) bool { return func(s string) bool { return strings.Contains(s, want) } }
 	// argsJSON is the argument box's JSON, compacted.
 	const argsJSON = `(() => { const v = document.getElementById('call-args').value; try { return JSON.stringify(JSON.parse(v)); } catch (e) { return "not JSON: " + v; } })()`
-	do := func(what, js string) {
-		t.Helper()
-		eval(what, "("+js+`, "done")`, equals("done"))
-	}
 
 	// History kept by the dashboard: the first rendering's charts already
 	// hold the samples taken before the page opened.
@@ -315,11 +251,9 @@ func TestDashboardBrowser(t *testing.T) {
 		shots[name] = png
 	}
 
-	consoleMu.Lock()
-	if len(consoleErrs) > 0 {
-		t.Errorf("console errors: %q", consoleErrs)
+	if errs := page.consoleErrors(); len(errs) > 0 {
+		t.Errorf("console errors: %q", errs)
 	}
-	consoleMu.Unlock()
 
 	for name, png := range shots {
 		// go test -artifacts keeps them under the output directory.
@@ -340,4 +274,93 @@ func TestDashboardBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// browserPage is a page of headless Chromium, and the console errors it
+// logged (other than the HTTP statuses of API requests made to fail).
+type browserPage struct {
+	t   *testing.T
+	ctx context.Context // the page's chromedp context
+
+	mu   sync.Mutex
+	errs []string
+}
+
+// openBrowser starts Chromium (exe) at 1280×860 and opens url; close
+// stops the browser and removes its profile.
+func openBrowser(t *testing.T, ctx context.Context, exe, url string) (p *browserPage, close func()) {
+	t.Helper()
+	actx, acancel := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(exe),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1280, 860),
+	)
+	bctx, bcancel := chromedp.NewContext(actx)
+	close = func() { bcancel(); acancel() }
+	p = &browserPage{t: t, ctx: bctx}
+	// Console errors, collected from before the page loads.
+	messages := chromedp.Console(bctx)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.Type != chromedp.ConsoleError && m.Type != chromedp.ConsoleException {
+				continue
+			}
+			// The API answers the failures the test provokes with 4xx
+			// and 5xx statuses, which the browser logs as network errors.
+			if m.Source == "network" && strings.Contains(m.URL, "/api/") {
+				continue
+			}
+			p.mu.Lock()
+			p.errs = append(p.errs, m.String()+" ("+m.URL+")")
+			p.mu.Unlock()
+		}
+	}()
+	if err := chromedp.Do(bctx, chromedp.Navigate(url)); err != nil {
+		close()
+		t.Fatal(err)
+	}
+	return p, close
+}
+
+// eval evaluates js until ok accepts its result (bounded by 20 s).
+func (p *browserPage) eval(what, js string, ok func(string) bool) string {
+	p.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			p.t.Fatalf("%s: %v", what, err)
+		}
+		if ok(got) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s: page shows %q", what, got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// do runs js once.
+func (p *browserPage) do(what, js string) {
+	p.t.Helper()
+	p.eval(what, "("+js+`, "done")`, func(s string) bool { return s == "done" })
+}
+
+// consoleErrors returns the console errors logged so far.
+func (p *browserPage) consoleErrors() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.errs)
 }

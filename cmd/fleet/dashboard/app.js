@@ -1,6 +1,7 @@
 // Fleet dashboard: polls /api/services every second and renders each
 // service's instances, and each server's load with the history the
-// dashboard keeps; the form posts to /api/call.
+// dashboard keeps, and each service's traffic policy; the form posts to
+// /api/call, policy edits to /api/policy.
 // No framework, no CDN: this file and style.css are embedded in the binary.
 "use strict";
 
@@ -141,9 +142,16 @@ function showSteer(text, isError) {
 // confirmDisable asks before the last active instance of a service is
 // disabled; it resolves to true when the user confirms.
 function confirmDisable(service, addr) {
+  return confirmAction(addr + " is the last active instance of " + service +
+    ". Disabling it leaves all instances draining: calls to " + service + " will fail until one is enabled. Disable it?", "Disable");
+}
+
+// confirmAction shows text in the confirmation dialog, whose OK button
+// says ok; it resolves to true when the user confirms.
+function confirmAction(text, ok) {
   const dlg = $("confirm");
-  $("confirm-text").textContent = addr + " is the last active instance of " + service +
-    ". Disabling it leaves all instances draining: calls to " + service + " will fail until one is enabled. Disable it?";
+  $("confirm-text").textContent = text;
+  $("confirm-ok").textContent = ok;
   return new Promise(resolve => {
     dlg.addEventListener("close", () => resolve(dlg.returnValue === "ok"), { once: true });
     dlg.returnValue = "";
@@ -155,6 +163,7 @@ $("services").addEventListener("click", async ev => {
   const b = ev.target.closest("button");
   if (!b) return;
   const row = b.closest("tr.instance"), box = b.closest("[data-service]");
+  if (!row || !box) return;
   const service = box.getAttribute("data-service"), addr = row.getAttribute("data-addr");
   if (b.classList.contains("toggle")) {
     const to = b.getAttribute("data-state");
@@ -188,6 +197,7 @@ async function poll() {
     pe.textContent = data.error || "";
     renderServices(data);
     renderServers(data);
+    renderPolicies(data);
     fillServices(data.services.map(s => s.name));
     recoverForm(before, data);
   } catch (e) {
@@ -322,6 +332,209 @@ async function call(ev) {
     showStatus("call failed: " + e.message, true);
   }
 }
+
+// Traffic policies: one box per service, rebuilt only when the document
+// in force changes, so that weights and text being edited survive the
+// polls; the watcher's status and the last edit's outcome are refreshed
+// in place.
+const policyNodes = new Map(); // service -> {key, node}
+const policyMsgs = new Map();  // service -> {text, error}
+
+function describeMatch(m) {
+  const parts = [m && m.method ? "method " + m.method : "any method"];
+  for (const h of (m && m.headers) || []) {
+    let cond = h.present ? "present" : h.exact !== undefined ? "= " + JSON.stringify(h.exact)
+      : h.prefix !== undefined ? "starts with " + JSON.stringify(h.prefix) : "matches /" + h.regex + "/";
+    parts.push("header " + h.name + " " + (h.invert ? "not " : "") + cond);
+  }
+  if (m && m.percent !== undefined) parts.push(m.percent + "% of the calls");
+  return parts.join("; ");
+}
+
+function describeSettings(r) {
+  const parts = [];
+  if (r.timeout) parts.push("timeout " + r.timeout);
+  if (r.retry) {
+    const rt = r.retry, b = rt.backoff || {}, bud = rt.budget;
+    parts.push("retry " + rt.attempts + " attempts" + (rt.retryOn ? " on " + rt.retryOn.join(", ") : "") +
+      (b.base || b.max ? ", backoff " + (b.base || "default") + "\u2013" + (b.max || "default") : "") +
+      (bud ? ", budget " + bud.percent + "%" : ""));
+  }
+  if (r.hedge) parts.push("hedge " + r.hedge.attempts + " attempts every " + r.hedge.delay);
+  if (r.fault && r.fault.delay) parts.push("fault: delay " + r.fault.delay.duration + " on " + r.fault.delay.percent + "%");
+  if (r.fault && r.fault.abort) parts.push("fault: abort " + r.fault.abort.code + " on " + r.fault.abort.percent + "%");
+  return parts.join("; ");
+}
+
+function describeSubset(s) {
+  const sel = [];
+  if (s.tags && s.tags.length) sel.push("tags " + s.tags.join(", "));
+  if (s.version) sel.push("version " + s.version);
+  if (s.group) sel.push("group " + s.group);
+  return s.name + " (" + (sel.join("; ") || "every instance") + ")";
+}
+
+// policyTemplate is the text offered when a service has no policy.
+function policyTemplate(service) {
+  return JSON.stringify({ version: "1", service, subsets: [{ name: "v1", version: "v1" }],
+    routes: [{ name: "split", destinations: [{ subset: "v1", weight: 100 }] }] }, null, 2);
+}
+
+function buildPolicy(service, p) {
+  const doc = p.document;
+  const box = el("div", { class: "policy", "data-policy-service": service, "data-version": p.version || "" },
+    el("h3", {}, service, " ", el("span", { class: "badge policy-version" + (p.version ? "" : " none") }, p.version ? "version " + p.version : "no policy")),
+    el("div", { class: "policy-status muted" }),
+    el("div", { class: "policy-refusing error" }));
+  if (p.error) box.append(el("div", { class: "error" }, "policy store: " + p.error));
+  if (!doc) {
+    box.append(el("div", { class: "muted no-policy" }, "No policy in force: the clients' code defaults apply."));
+  } else {
+    box.append(el("div", { class: "subsets" }, "subsets: " + ((doc.subsets || []).map(describeSubset).join(", ") || "none")));
+    const routes = el("tbody");
+    (doc.routes || []).forEach((r, i) => {
+      const split = el("div", { class: "split" });
+      for (const d of r.destinations || []) {
+        split.append(el("label", {}, d.subset + " ",
+          el("input", { type: "number", min: "0", max: "100", step: "1", value: String(d.weight), class: "weight-input", "data-subset": d.subset }), "%"));
+      }
+      if ((r.destinations || []).length) {
+        split.append(el("button", { class: "split-apply", "data-route": String(i) }, "apply split"));
+      } else {
+        split.append(el("span", { class: "muted" }, "any instance"));
+      }
+      routes.append(el("tr", { class: "route", "data-route": String(i), "data-name": r.name || "" },
+        td("route", {}, r.name || "#" + i),
+        td("match", { class: "match" }, describeMatch(r.match)),
+        td("split", { class: "split-cell" }, split),
+        td("settings", { class: "settings" }, describeSettings(r))));
+    });
+    box.append(el("div", { class: "scroll" }, el("table", { class: "routes" },
+      el("thead", {}, el("tr", {}, ...["route", "match", "destinations (weight %)", "timeout, retry, hedge, fault"].map(h => el("th", {}, h)))),
+      routes)));
+    if ((doc.routes || []).length === 0) box.append(el("div", { class: "muted" }, "No routes: every call keeps the clients' code defaults."));
+    if ((doc.limits || []).length) {
+      const body = el("tbody");
+      for (const l of doc.limits) {
+        body.append(el("tr", { class: "limit" },
+          td("method", {}, l.method),
+          td("rate/s", { class: "num" }, l.rate || "none"),
+          td("burst", { class: "num" }, l.burst || ""),
+          td("max concurrent", { class: "num" }, l.maxConcurrent || "none")));
+      }
+      box.append(el("div", { class: "scroll" }, el("table", { class: "limits" },
+        el("thead", {}, el("tr", {}, ...["server limits: method", "rate/s", "burst", "max concurrent"].map(h => el("th", {}, h)))), body)));
+    }
+  }
+  box.append(el("details", { class: "policy-text" },
+    el("summary", {}, doc ? "edit the whole document" : "write a policy"),
+    el("textarea", { class: "policy-doc", rows: "14", spellcheck: "false" }),
+    el("button", { class: "policy-save" }, "check and save")));
+  box.querySelector("textarea.policy-doc").value = doc ? JSON.stringify(doc, null, 2) : policyTemplate(service);
+  box.append(el("div", { class: "policy-msg muted" }));
+  return box;
+}
+
+function updatePolicyStatus(service, node, p) {
+  // Applied counts removals too (a watcher starts by applying "none").
+  node.querySelector(".policy-status").textContent = "watcher: " + p.applied + " applied, " + p.refused + " refused";
+  node.querySelector(".policy-refusing").textContent = p.refusing ?
+    "The newest stored document was refused (clients keep " + (p.version ? "version " + p.version : "no policy") + "): " + p.refusing : "";
+  const m = policyMsgs.get(service), msg = node.querySelector(".policy-msg");
+  msg.textContent = m ? m.text : "";
+  msg.className = "policy-msg " + (m && m.error ? "error" : "muted");
+}
+
+function renderPolicies(data) {
+  const section = $("policies");
+  section.hidden = !data.policy_store;
+  if (!data.policy_store) return;
+  $("policy-store").textContent = "Each service's policy document (docs/policy.md) in the " + data.policy_store +
+    ", as clients watching it apply it. Edit a route's split, or the whole document: it is checked before anything is written, and written with the next version.";
+  const nodes = [];
+  for (const s of data.services) {
+    const p = s.policy;
+    if (!p) continue;
+    const key = JSON.stringify([p.version, p.document, p.error || ""]);
+    let c = policyNodes.get(s.name);
+    if (!c || c.key !== key) {
+      c = { key, node: buildPolicy(s.name, p) };
+      policyNodes.set(s.name, c);
+    }
+    updatePolicyStatus(s.name, c.node, p);
+    nodes.push(c.node);
+  }
+  const body = $("policies-body");
+  const same = body.children.length === nodes.length && nodes.every((n, i) => body.children[i] === n);
+  if (!same) body.replaceChildren(...nodes);
+}
+
+function setPolicyMsg(service, text, error) {
+  policyMsgs.set(service, { text, error });
+  const c = policyNodes.get(service);
+  if (c) {
+    const msg = c.node.querySelector(".policy-msg");
+    msg.textContent = text;
+    msg.className = "policy-msg " + (error ? "error" : "muted");
+  }
+}
+
+// editPolicy posts an edit to api/policy and reports its outcome under
+// the service's policy.
+async function editPolicy(service, edit) {
+  try {
+    const r = await fetch("api/policy", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(Object.assign({ service }, edit)),
+    });
+    const res = await r.json();
+    if (!r.ok) {
+      const problems = (res.problems || []).map(p => "\n  \u2022 " + p).join("");
+      setPolicyMsg(service, "Not saved: " + (problems ? "invalid policy:" + problems : res.message || r.status), true);
+      return;
+    }
+    setPolicyMsg(service, "Saved version " + res.version + (res.previous ? " (was " + res.previous + ")" : "") +
+      " to the registry: clients watching it apply it now.", false);
+    poll();
+  } catch (e) {
+    setPolicyMsg(service, "Not saved: " + e.message, true);
+  }
+}
+
+$("policies-body").addEventListener("click", async ev => {
+  const b = ev.target.closest("button");
+  const box = b && b.closest("[data-policy-service]");
+  if (!box) return;
+  const service = box.getAttribute("data-policy-service"), base = box.getAttribute("data-version");
+  if (b.classList.contains("split-apply")) {
+    const row = b.closest("tr.route"), i = parseInt(row.getAttribute("data-route"), 10);
+    const inputs = Array.from(row.querySelectorAll("input.weight-input"));
+    const bad = inputs.find(x => !/^[0-9]+$/.test(x.value.trim()));
+    if (bad) {
+      setPolicyMsg(service, "Not saved: the weight of " + bad.getAttribute("data-subset") + " must be a whole number, got " + JSON.stringify(bad.value), true);
+      return;
+    }
+    const destinations = inputs.map(x => ({ subset: x.getAttribute("data-subset"), weight: parseInt(x.value, 10) }));
+    const was = inputs.map(x => x.getAttribute("value"));
+    const change = destinations.map((d, k) => d.subset + " " + was[k] + "% \u2192 " + d.weight + "%").join(", ");
+    const name = row.getAttribute("data-name") || "#" + i;
+    if (!(await confirmAction("Change the split of route " + name + " of " + service + " (version " + base + "): " + change +
+      "? Clients watching the registry apply it at once.", "Apply"))) {
+      setPolicyMsg(service, "Split of route " + name + " left as it was.", false);
+      return;
+    }
+    editPolicy(service, { base_version: base, route: i, destinations });
+  } else if (b.classList.contains("policy-save")) {
+    const text = box.querySelector("textarea.policy-doc").value;
+    if (!(await confirmAction("Replace the policy of " + service + (base ? " (version " + base + ")" : "") +
+      " with the document typed? It is checked first; clients watching the registry apply it at once.", "Save"))) {
+      setPolicyMsg(service, "Document left as it was.", false);
+      return;
+    }
+    editPolicy(service, { base_version: base, document: text });
+  }
+});
 
 $("call-service").addEventListener("change", () => {
   $("call-types").textContent = "";
