@@ -36,6 +36,8 @@ func TestLiveTimeoutAndRetry(t *testing.T) {
 
 func TestFault(t *testing.T) { policytest.Fault(t, policytest.NewFixture(t, &policy.Memory{})) }
 
+func TestBreaker(t *testing.T) { policytest.Breaker(t, policytest.NewFixture(t, &policy.Memory{})) }
+
 func TestBadPolicyKept(t *testing.T) {
 	policytest.BadPolicyKept(t, policytest.NewFixture(t, &policy.Memory{}))
 }
