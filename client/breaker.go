@@ -129,22 +129,21 @@ func (s BreakerSettings) normalized() BreakerSettings {
 // the XClient's own base: Disabled as s says, each zero field of s taken
 // from base, normalized.
 func (s BreakerSettings) over(base BreakerSettings) BreakerSettings {
-	p := s
-	if p.Disabled {
+	if s.Disabled {
 		return BreakerSettings{Disabled: true}
 	}
 	base.Disabled = false
-	if p.Failures > 0 {
-		base.Failures = p.Failures
+	if s.Failures > 0 {
+		base.Failures = s.Failures
 	}
-	if p.OpenFor > 0 {
-		base.OpenFor = p.OpenFor
+	if s.OpenFor > 0 {
+		base.OpenFor = s.OpenFor
 	}
-	if p.Probes > 0 {
-		base.Probes = p.Probes
+	if s.Probes > 0 {
+		base.Probes = s.Probes
 	}
-	if p.ResetEvery > 0 {
-		base.ResetEvery = p.ResetEvery
+	if s.ResetEvery > 0 {
+		base.ResetEvery = s.ResetEvery
 	}
 	return base.normalized()
 }
