@@ -2,6 +2,8 @@ package client
 
 import (
 	"math"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -102,4 +104,126 @@ func breakerState(s gobreaker.State) BreakerState {
 		return BreakerOpen
 	}
 	return BreakerClosed
+}
+
+// normalized returns s with its defaults filled in, so that two settings
+// that make the same breaker compare equal.
+func (s BreakerSettings) normalized() BreakerSettings {
+	if s.Disabled {
+		return BreakerSettings{Disabled: true}
+	}
+	if s.Failures == 0 {
+		s.Failures = 5
+	}
+	if s.OpenFor <= 0 {
+		s.OpenFor = 5 * time.Second
+	}
+	if s.Probes == 0 {
+		s.Probes = 1
+	}
+	s.ResetEvery = max(s.ResetEvery, 0)
+	return s
+}
+
+// over returns the breaker settings of a call whose policy sets s over
+// the XClient's own base: Disabled as s says, each zero field of s taken
+// from base, normalized.
+func (s BreakerSettings) over(base BreakerSettings) BreakerSettings {
+	if s.Disabled {
+		return BreakerSettings{Disabled: true}
+	}
+	base.Disabled = false
+	if s.Failures > 0 {
+		base.Failures = s.Failures
+	}
+	if s.OpenFor > 0 {
+		base.OpenFor = s.OpenFor
+	}
+	if s.Probes > 0 {
+		base.Probes = s.Probes
+	}
+	if s.ResetEvery > 0 {
+		base.ResetEvery = s.ResetEvery
+	}
+	return base.normalized()
+}
+
+// maxPolicyBreakers bounds the breakers a server keeps for the settings
+// of traffic policies (CallPolicy.Breaker); beyond, the one least
+// recently used is dropped.
+const maxPolicyBreakers = 8
+
+// policyBreaker is a server's breaker for one policy setting.
+type policyBreaker struct {
+	st   BreakerSettings // normalized
+	cb   *gobreaker.TwoStepCircuitBreaker[struct{}]
+	used atomic.Int64 // unix seconds of the last call through it
+}
+
+// findPolicyBreaker returns ep's breaker for st, nil when it has none.
+func (ep *endpoint) findPolicyBreaker(st BreakerSettings) *policyBreaker {
+	if l := ep.pbs.Load(); l != nil {
+		for _, pb := range *l {
+			if pb.st == st {
+				return pb
+			}
+		}
+	}
+	return nil
+}
+
+// breakerFor returns the breaker a call whose settings are st goes
+// through on ep: ep.breaker when st is the XClient's own setting, nil
+// when st disables the breaker, else ep's breaker for st, made on first
+// use (the least recently used one dropped when ep keeps
+// maxPolicyBreakers already).
+func (x *XClient) breakerFor(ep *endpoint, s *callSettings) *gobreaker.TwoStepCircuitBreaker[struct{}] {
+	if !s.ownBreaker {
+		return ep.breaker
+	}
+	if s.breaker.Disabled {
+		return nil
+	}
+	now := time.Now().Unix()
+	pb := ep.findPolicyBreaker(s.breaker)
+	if pb == nil {
+		ep.mu.Lock()
+		if pb = ep.findPolicyBreaker(s.breaker); pb == nil {
+			pb = &policyBreaker{st: s.breaker, cb: newBreaker(ep.key, s.breaker, nil)}
+			var next []*policyBreaker
+			if l := ep.pbs.Load(); l != nil {
+				next = slices.Clone(*l)
+			}
+			if len(next) >= maxPolicyBreakers {
+				lru := 0
+				for i, e := range next {
+					if e.used.Load() < next[lru].used.Load() {
+						lru = i
+					}
+				}
+				next = slices.Delete(next, lru, lru+1)
+			}
+			next = append(next, pb)
+			ep.pbs.Store(&next)
+		}
+		ep.mu.Unlock()
+	}
+	if pb.used.Load() != now {
+		pb.used.Store(now)
+	}
+	return pb.cb
+}
+
+// breakerOpen reports whether the breaker a call with settings brk (nil:
+// the XClient's own) would go through on ep is open. It makes no
+// breaker: one not made yet is closed.
+func (ep *endpoint) breakerOpen(brk *BreakerSettings) bool {
+	if brk == nil {
+		return ep.breaker.State() == gobreaker.StateOpen
+	}
+	if brk.Disabled {
+		return false
+	}
+	pb := ep.findPolicyBreaker(*brk)
+	return pb != nil && pb.cb.State() == gobreaker.StateOpen
 }

@@ -70,3 +70,39 @@ func TestBreakerSettingsOpenForAndProbes(t *testing.T) {
 		t.Fatalf("state = %v after two good probes, want closed", s)
 	}
 }
+
+// TestPolicyBreakersBounded: a server keeps at most maxPolicyBreakers
+// breakers for policies' settings, dropping the least recently used; a
+// setting seen again gets the same breaker.
+func TestPolicyBreakersBounded(t *testing.T) {
+	x := &XClient{}
+	ep := &endpoint{key: "k"}
+	get := func(f uint32) *gobreaker.TwoStepCircuitBreaker[struct{}] {
+		s := callSettings{breaker: BreakerSettings{Failures: f}.normalized(), ownBreaker: true}
+		return x.breakerFor(ep, &s)
+	}
+	first := get(1)
+	if get(1) != first {
+		t.Fatal("the same setting got a new breaker")
+	}
+	for f := uint32(2); f <= maxPolicyBreakers+2; f++ {
+		get(f)
+		// Keep 1 recently used: the others are older.
+		(*ep.pbs.Load())[0].used.Store(time.Now().Unix() + int64(f))
+	}
+	if n := len(*ep.pbs.Load()); n != maxPolicyBreakers {
+		t.Fatalf("%d breakers kept, want %d", n, maxPolicyBreakers)
+	}
+	if ep.findPolicyBreaker(BreakerSettings{Failures: 1}.normalized()) == nil {
+		t.Fatal("the most recently used breaker was dropped")
+	}
+	if get(1) != first {
+		t.Fatal("the most recently used breaker was replaced")
+	}
+	if ep.findPolicyBreaker(BreakerSettings{Failures: 2}.normalized()) != nil {
+		t.Fatal("the least recently used breaker was kept")
+	}
+	if s := (callSettings{breaker: BreakerSettings{Disabled: true}, ownBreaker: true}); x.breakerFor(ep, &s) != nil {
+		t.Fatal("a disabled setting got a breaker")
+	}
+}

@@ -21,7 +21,8 @@ type endpoint struct {
 	inst      registry.Instance
 	key       string
 	breaker   *gobreaker.TwoStepCircuitBreaker[struct{}]
-	downUntil atomic.Int64 // unix nanoseconds; skipped until then
+	pbs       atomic.Pointer[[]*policyBreaker] // breakers for policies' settings; copied on write under mu
+	downUntil atomic.Int64                     // unix nanoseconds; skipped until then
 	mu        sync.Mutex
 	c         *Client
 	removed   bool
@@ -108,12 +109,13 @@ func (ep *endpoint) retire(timeout time.Duration) {
 	c.Close()
 }
 
-// usable reports whether the endpoint may be chosen now.
-func (ep *endpoint) usable(now int64) bool {
+// usable reports whether the endpoint may be chosen now for a call whose
+// breaker settings are brk (nil: the XClient's own).
+func (ep *endpoint) usable(now int64, brk *BreakerSettings) bool {
 	if ep.downUntil.Load() > now {
 		return false
 	}
-	if ep.breaker.State() == gobreaker.StateOpen {
+	if ep.breakerOpen(brk) {
 		return false
 	}
 	ep.mu.Lock()
@@ -173,9 +175,32 @@ type attempt struct {
 	ntried int
 	strict bool              // also skip servers that are down or tripped
 	allow  func(string) bool // the policy's servers; nil: all
+	brk    *BreakerSettings  // the call's breaker settings (&brkVal); nil: the XClient's own
+	brkVal BreakerSettings
 	now    int64
 	eps    map[string]*endpoint
 }
+
+// start readies a pooled attempt for a call with settings s.
+func (a *attempt) start(ctx context.Context, s *callSettings) {
+	a.ntried = 0
+	a.allow = s.allow
+	a.brk = nil
+	if s.ownBreaker {
+		a.brkVal = s.breaker
+		a.brk = &a.brkVal
+	}
+	a.pick.Key, _ = ctx.Value(callKeyKey{}).(string)
+}
+
+// release returns a to the pool, dropping what it holds of the call.
+func (x *XClient) release(a *attempt) {
+	a.allow, a.brk = nil, nil
+	x.pool.Put(a)
+}
+
+// noBreaker is the outcome function of an attempt made without a breaker.
+func noBreaker(error) {}
 
 func (a *attempt) exclude(key string) bool {
 	if a.allow != nil && !a.allow(key) {
@@ -187,7 +212,7 @@ func (a *attempt) exclude(key string) bool {
 		}
 	}
 	if a.strict {
-		if ep := a.eps[key]; ep == nil || !ep.usable(a.now) {
+		if ep := a.eps[key]; ep == nil || !ep.usable(a.now, a.brk) {
 			return true
 		}
 	}

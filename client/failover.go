@@ -64,7 +64,7 @@ func (x *XClient) otherUsable(a *attempt, ep *endpoint, now int64) bool {
 		if other == ep || a.triedKey(key) {
 			continue
 		}
-		if other.usable(now) {
+		if other.usable(now, a.brk) {
 			return true
 		}
 	}

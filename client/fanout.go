@@ -49,7 +49,7 @@ func (x *XClient) Fork(ctx context.Context, method string, args, reply any) erro
 	ch := make(chan result, len(eps))
 	for _, ep := range eps {
 		r := newReply(reply)
-		go func() { ch <- result{r, x.callOne(ctx, ep, method, args, r)} }()
+		go func() { ch <- result{r, x.callOne(ctx, ep, ep.breaker, method, args, r)} }()
 	}
 	var lastErr error
 	for range eps {
@@ -80,7 +80,7 @@ func (x *XClient) all(ctx context.Context, method string, args, reply any) ([]fa
 		go func() {
 			defer wg.Done()
 			r := newReply(reply)
-			out[i] = fanResult{r, x.callOne(ctx, ep, method, args, r)}
+			out[i] = fanResult{r, x.callOne(ctx, ep, ep.breaker, method, args, r)}
 		}()
 	}
 	wg.Wait()

@@ -52,10 +52,8 @@ func (x *XClient) sleep(ctx context.Context, s *callSettings, retry int) error {
 // last error once every attempt failed.
 func (x *XClient) backup(ctx context.Context, s *callSettings, method string, args, reply any) error {
 	a := x.pool.Get().(*attempt)
-	a.ntried = 0
-	a.allow = s.allow
-	a.pick.Key, _ = ctx.Value(callKeyKey{}).(string)
-	defer func() { a.allow = nil; x.pool.Put(a) }()
+	a.start(ctx, s)
+	defer x.release(a)
 	first, err := x.choose(ctx, a, method)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/registry"
 	"github.com/fleetrpc/fleet/selector"
+	"github.com/sony/gobreaker/v2"
 )
 
 // FailMode says what an XClient does when a call fails.
@@ -64,6 +65,7 @@ type XClient struct {
 	service string
 	disc    registry.Discovery
 	opts    xoptions
+	breaker BreakerSettings // opts.breaker, normalized
 	sel     selector.Selector
 	obs     selector.Observer
 
@@ -98,6 +100,7 @@ func NewXClient(service string, disc registry.Discovery, opts ...XOption) (*XCli
 	}
 	x := &XClient{service: service, disc: disc, opts: o, ready: make(chan struct{}), watchDone: make(chan struct{})}
 	x.sel = o.sel
+	x.breaker = o.breaker.normalized()
 	if len(o.filters) > 0 {
 		x.sel = selector.Filtered(o.sel, o.filters...)
 	}
@@ -144,10 +147,8 @@ func (x *XClient) Call(ctx context.Context, method string, args, reply any) erro
 		return x.backup(ctx, &s, method, args, reply)
 	}
 	a := x.pool.Get().(*attempt)
-	a.ntried = 0
-	a.allow = s.allow
-	a.pick.Key, _ = ctx.Value(callKeyKey{}).(string)
-	defer func() { a.allow = nil; x.pool.Put(a) }()
+	a.start(ctx, &s)
+	defer x.release(a)
 	s.budget.Call()
 	var ep *endpoint
 	var err error
@@ -190,10 +191,15 @@ func (x *XClient) Call(ctx context.Context, method string, args, reply any) erro
 
 // callOne makes one attempt on one server, feeding the breaker, the
 // selector's observer and the latency window.
-func (x *XClient) callOne(ctx context.Context, ep *endpoint, method string, args, reply any) error {
-	done, berr := ep.breaker.Allow()
-	if berr != nil {
-		return notSent(fleet.Errorf(fleet.Unavailable, "circuit breaker open for %s: %w", ep.key, berr))
+// cb is the breaker the attempt goes through (ep.breaker, or one a policy
+// chose; nil: none).
+func (x *XClient) callOne(ctx context.Context, ep *endpoint, cb *gobreaker.TwoStepCircuitBreaker[struct{}], method string, args, reply any) error {
+	done := noBreaker
+	if cb != nil {
+		var berr error
+		if done, berr = cb.Allow(); berr != nil {
+			return notSent(fleet.Errorf(fleet.Unavailable, "circuit breaker open for %s: %w", ep.key, berr))
+		}
 	}
 	c, err := x.client(ctx, ep)
 	if err != nil {

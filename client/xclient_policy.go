@@ -47,6 +47,18 @@ type CallPolicy struct {
 	// the attempt without sending it (an injected abort). The error is
 	// the attempt's outcome, retried as any other.
 	Fault func(ctx context.Context) error
+	// Breaker, when not nil, sets the circuit breakers the call's
+	// attempts go through: each server keeps one breaker per distinct
+	// setting (besides its own, WithBreaker), which counts and refuses
+	// only the calls made with that setting, and the selector skips a
+	// server whose breaker for the call's setting is open. Each zero
+	// field takes the XClient's own setting (WithBreaker), Disabled is
+	// taken as it is; a setting equal to the XClient's own uses the
+	// server's own breaker. A breaker keeps its state for as long as
+	// calls come with its setting, whatever else changes; a server keeps
+	// at most 8 such breakers, dropping the least recently used. These
+	// breakers are not reported to a BreakerObserver.
+	Breaker *BreakerSettings
 }
 
 // RetryPolicy is a per-call retry setting (gRPC's retryPolicy and Envoy's
@@ -93,9 +105,11 @@ type callSettings struct {
 	codes       []fleet.Code
 	allow       func(string) bool
 	fault       func(context.Context) error
-	hedged      bool        // Failbackup, or a policy's hedging
-	hedge       HedgePolicy // when hedged
-	injected    bool        // the last attempt was failed by s.fault
+	hedged      bool            // Failbackup, or a policy's hedging
+	hedge       HedgePolicy     // when hedged
+	injected    bool            // the last attempt was failed by s.fault
+	breaker     BreakerSettings // when ownBreaker: the call's breaker settings, normalized
+	ownBreaker  bool            // a policy set breaker settings other than the XClient's
 }
 
 // settings returns the call's settings and its context (with the policy's
@@ -115,6 +129,11 @@ func (x *XClient) settings(ctx context.Context, method string) (context.Context,
 	}
 	cp := x.opts.policy.Decide(ctx, method)
 	s.allow, s.fault = cp.Allow, cp.Fault
+	if cp.Breaker != nil {
+		if b := cp.Breaker.over(x.opts.breaker); b != x.breaker {
+			s.breaker, s.ownBreaker = b, true
+		}
+	}
 	if cp.Hedge != nil {
 		s.hedged, s.hedge = true, *cp.Hedge
 		s.hedge.MaxAttempts = max(1, s.hedge.MaxAttempts)
@@ -147,7 +166,7 @@ func (x *XClient) retryableFor(s *callSettings, err error, method string) bool {
 }
 
 // attemptOne runs the call's injected fault, if any, and then one attempt
-// on ep. An injected abort does not reach the server, its breaker or the
+// on ep, through the breaker of the call's settings. An injected abort does not reach the server, its breaker or the
 // selector's observer, and does not count ep as tried: a retry may choose
 // it again. attemptOne writes s.injected: concurrent attempts (backup)
 // each pass their own copy of the settings.
@@ -159,5 +178,5 @@ func (x *XClient) attemptOne(ctx context.Context, s *callSettings, ep *endpoint,
 			return err
 		}
 	}
-	return x.callOne(ctx, ep, method, args, reply)
+	return x.callOne(ctx, ep, x.breakerFor(ep, s), method, args, reply)
 }

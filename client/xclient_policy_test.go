@@ -97,3 +97,44 @@ func TestPolicySource(t *testing.T) {
 		t.Fatalf("under a 20ms timeout: %v", err)
 	}
 }
+
+// TestPolicyBreaker: a CallPolicy's Breaker gives its calls a breaker of
+// their own on each server; one equal to the XClient's own setting is the
+// server's own breaker; Disabled lets every call through.
+func TestPolicyBreaker(t *testing.T) {
+	b := startNode(t, "b", func(n *node, ctx context.Context) error {
+		return fleet.NewError(fleet.Internal, "b fails")
+	})
+	tab, _ := newTable(t, b)
+	var cp atomic.Pointer[client.CallPolicy]
+	p := &funcPolicy{decide: func(context.Context, string) client.CallPolicy { return *cp.Load() }}
+	x := newX(t, tab, client.WithPolicy(p), client.WithBreaker(client.BreakerSettings{Failures: 4, OpenFor: time.Minute}))
+	calls := func(step string, n int, wantReached int64) {
+		t.Helper()
+		before := b.calls.Load()
+		for range n {
+			var rep Rep
+			if err := x.Call(context.Background(), "Do", &Req{}, &rep); err == nil {
+				t.Fatalf("%s: a call to the failing server succeeded", step)
+			}
+		}
+		if got := b.calls.Load() - before; got != wantReached {
+			t.Fatalf("%s: %d calls reached the server, want %d", step, got, wantReached)
+		}
+	}
+	cp.Store(&client.CallPolicy{Breaker: &client.BreakerSettings{Failures: 2}})
+	calls("failures 2", 10, 2)
+	cp.Store(&client.CallPolicy{Breaker: &client.BreakerSettings{Failures: 3}})
+	calls("failures 3, a new breaker", 10, 3)
+	cp.Store(&client.CallPolicy{Breaker: &client.BreakerSettings{Failures: 2}})
+	calls("failures 2 again: its breaker is still open", 10, 0)
+	// Failures 4 with the XClient's OpenFor is the XClient's own setting:
+	// the server's own breaker, which the policy's calls open and the
+	// calls without a policy then find open.
+	cp.Store(&client.CallPolicy{Breaker: &client.BreakerSettings{Failures: 4}})
+	calls("the XClient's own setting", 10, 4)
+	cp.Store(&client.CallPolicy{})
+	calls("no policy: the server's own breaker, open", 10, 0)
+	cp.Store(&client.CallPolicy{Breaker: &client.BreakerSettings{Disabled: true}})
+	calls("disabled", 10, 10)
+}

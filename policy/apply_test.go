@@ -2,10 +2,13 @@ package policy_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/fleetrpc/fleet/policy"
 	"github.com/fleetrpc/fleet/policy/policytest"
 	"github.com/fleetrpc/fleet/registry"
+	"github.com/fleetrpc/fleet/server"
 	"go.uber.org/goleak"
 )
 
@@ -31,6 +35,8 @@ func TestLiveTimeoutAndRetry(t *testing.T) {
 }
 
 func TestFault(t *testing.T) { policytest.Fault(t, policytest.NewFixture(t, &policy.Memory{})) }
+
+func TestBreaker(t *testing.T) { policytest.Breaker(t, policytest.NewFixture(t, &policy.Memory{})) }
 
 func TestBadPolicyKept(t *testing.T) {
 	policytest.BadPolicyKept(t, policytest.NewFixture(t, &policy.Memory{}))
@@ -79,6 +85,9 @@ func TestFileSource(t *testing.T) {
 	}
 }
 
+// TestApplyLimits: ApplyLimits sets a document's limits on a real server,
+// removes those a new document drops, leaves a method no document names
+// with its code limits, and keeps the limits when a document is refused.
 func TestApplyLimits(t *testing.T) {
 	var mem policy.Memory
 	w, err := policy.NewWatcher(&mem, "Echo", policy.WatcherConfig{Logger: quiet})
@@ -86,14 +95,8 @@ func TestApplyLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	var mu sync.Mutex
-	set := map[string]policy.Limits{}
-	stop := policy.ApplyLimits(w, policy.LimitSetterFunc(func(svc, m string, l policy.Limits) error {
-		mu.Lock()
-		defer mu.Unlock()
-		set[svc+"."+m] = l
-		return nil
-	}), quiet)
+	srv := server.New(server.WithMethodRateLimit("Echo", "Code", 7, 1))
+	stop := policy.ApplyLimits(w, policy.ServerLimits(srv), quiet)
 	defer stop()
 	put := func(version, doc string) {
 		t.Helper()
@@ -106,17 +109,136 @@ func TestApplyLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	limits := func(m string) server.MethodLimits { l, _ := srv.MethodLimitsOf("Echo", m); return l }
 	put("l1", `{"version":"l1","service":"Echo","limits":[{"method":"Do","rate":50,"burst":5},{"method":"Other","maxConcurrent":2}]}`)
-	mu.Lock()
-	if set["Echo.Do"] != (policy.Limits{Rate: 50, Burst: 5}) || set["Echo.Other"] != (policy.Limits{MaxConcurrent: 2}) {
-		t.Fatalf("after l1: %+v", set)
+	if limits("Do") != (server.MethodLimits{Rate: 50, Burst: 5}) || limits("Other") != (server.MethodLimits{MaxConcurrent: 2}) {
+		t.Fatalf("after l1: Do %+v, Other %+v", limits("Do"), limits("Other"))
 	}
-	mu.Unlock()
 	put("l2", `{"version":"l2","service":"Echo","limits":[{"method":"Do","rate":10}]}`)
-	mu.Lock()
-	defer mu.Unlock()
-	if set["Echo.Do"] != (policy.Limits{Rate: 10}) || set["Echo.Other"] != (policy.Limits{}) {
-		t.Fatalf("after l2: %+v", set)
+	if limits("Do") != (server.MethodLimits{Rate: 10, Burst: 1}) || limits("Other") != (server.MethodLimits{}) {
+		t.Fatalf("after l2: Do %+v, Other %+v", limits("Do"), limits("Other"))
+	}
+	if err := w.Apply([]byte(`{"version":"bad","service":"Echo","limits":[{"method":"Do","rate":-1},{"method":"Other","maxConcurrent":9}]}`)); err == nil {
+		t.Fatal("a negative rate was accepted")
+	}
+	if limits("Do") != (server.MethodLimits{Rate: 10, Burst: 1}) || limits("Other") != (server.MethodLimits{}) {
+		t.Fatalf("a refused document changed the limits: Do %+v, Other %+v", limits("Do"), limits("Other"))
+	}
+	if limits("Code") != (server.MethodLimits{Rate: 7, Burst: 1}) {
+		t.Fatalf("a method no document names lost its code limits: %+v", limits("Code"))
+	}
+}
+
+// TestApplyLimitsAtomic: each document's limits reach the server in one
+// step. While documents alternate between two sets of limits for three
+// methods (and an invalid document is refused in between), a reader of
+// the server's admission table (AdmissionStats, one load) under -race
+// never sees methods with limits from different documents.
+func TestApplyLimitsAtomic(t *testing.T) {
+	w, err := policy.NewWatcher(&policy.Memory{}, "Echo", policy.WatcherConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	firstDelivery(t, w)
+	srv := server.New()
+	stop := policy.ApplyLimits(w, policy.ServerLimits(srv), quiet)
+	defer stop()
+	doc := func(n int) []byte {
+		return fmt.Appendf(nil, `{"version":"v%d","service":"Echo","limits":[{"method":"A","maxConcurrent":%d},{"method":"B","maxConcurrent":%d},{"method":"C","maxConcurrent":%d}]}`, n, n, n, n)
+	}
+	if err := w.Apply(doc(1)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if err := w.Apply(doc(1 + i%2)); err != nil {
+				t.Error(err)
+				return
+			}
+			if w.Apply([]byte(`{"version":"bad","service":"Echo","limits":[{"method":"A","maxConcurrent":-1},{"method":"B","maxConcurrent":5}]}`)) == nil {
+				t.Error("an invalid document was applied")
+				return
+			}
+		}
+	}()
+	defer func() { close(done); wg.Wait() }()
+	for range 2000 {
+		got := map[string]float64{}
+		for _, st := range srv.AdmissionStats() {
+			if st.Service == "Echo" && st.Stage == server.StageMethodConcurrency {
+				got[st.Method] = st.Limit
+			}
+		}
+		if len(got) != 3 || got["A"] != got["B"] || got["B"] != got["C"] {
+			t.Fatalf("a call would see a torn set of limits: %v", got)
+		}
+	}
+}
+
+// firstDelivery waits until w has applied its source's first delivery
+// (an empty Memory's: no policy), so that it does not undo a document the
+// test applies itself.
+func firstDelivery(t *testing.T, w *policy.Watcher) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for w.Stats().Applied == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the watcher applied nothing")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestApplyLimitsSetterError: when the setter fails, nothing counts as
+// applied: the next document is applied against what the server still
+// has, so a method the failed document added and the next one dropped is
+// not left behind, and one the failed document dropped is still removed.
+func TestApplyLimitsSetterError(t *testing.T) {
+	w, err := policy.NewWatcher(&policy.Memory{}, "Echo", policy.WatcherConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	firstDelivery(t, w)
+	srv := server.New()
+	real := policy.ServerLimits(srv)
+	var fail atomic.Bool
+	stop := policy.ApplyLimits(w, policy.LimitSetterFunc(func(svc string, l map[string]policy.Limits) error {
+		if fail.Load() {
+			return errors.New("refused")
+		}
+		return real.SetServiceLimits(svc, l)
+	}), quiet)
+	defer stop()
+	apply := func(d string) {
+		t.Helper()
+		if err := w.Apply([]byte(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(`{"version":"1","service":"Echo","limits":[{"method":"A","maxConcurrent":1}]}`)
+	fail.Store(true)
+	apply(`{"version":"2","service":"Echo","limits":[{"method":"B","maxConcurrent":2}]}`)
+	if _, ok := srv.MethodLimitsOf("Echo", "B"); ok {
+		t.Fatal("a failed setter changed the server")
+	}
+	fail.Store(false)
+	apply(`{"version":"3","service":"Echo","limits":[{"method":"C","maxConcurrent":3}]}`)
+	_, a := srv.MethodLimitsOf("Echo", "A")
+	_, b := srv.MethodLimitsOf("Echo", "B")
+	l, _ := srv.MethodLimitsOf("Echo", "C")
+	if a || b || l.MaxConcurrent != 3 {
+		t.Fatalf("after 3: A set %v, B set %v, C %+v; want only C", a, b, l)
 	}
 }
 

@@ -31,9 +31,10 @@ func (s Static) Current() *Policy { return s.P }
 // to client.NewXClient, one Client per XClient. For each call, the first
 // route whose match accepts it (method, request metadata, percentage)
 // chooses a destination subset by weight and restricts the call to that
-// subset's servers, and sets the call's timeout, retry policy, hedging and
-// injected faults; a call no route matches, or made while no policy is in
-// force, keeps the XClient's defaults. A policy change applies from the
+// subset's servers, and sets the call's timeout, retry policy, hedging,
+// injected faults and circuit-breaker thresholds; a call no route
+// matches, or made while no policy is in force, keeps the XClient's
+// defaults. A policy change applies from the
 // next call on. Safe for concurrent use; Decide allocates nothing but the
 // timeout's context.
 type Client struct {
@@ -126,7 +127,7 @@ func (c *Client) Decide(ctx context.Context, method string) client.CallPolicy {
 	if r == nil {
 		return client.CallPolicy{}
 	}
-	cp := client.CallPolicy{Timeout: r.timeout, Retry: r.retry, Hedge: r.hedge, Fault: r.fault}
+	cp := client.CallPolicy{Timeout: r.timeout, Retry: r.retry, Hedge: r.hedge, Fault: r.fault, Breaker: r.breaker}
 	if len(r.dests) > 0 {
 		st := c.stateFor(p)
 		cp.Allow = st.allow[r.pick()]

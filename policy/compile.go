@@ -92,6 +92,7 @@ type route struct {
 	retry   *client.RetryPolicy
 	hedge   *client.HedgePolicy
 	fault   func(context.Context) error
+	breaker *client.BreakerSettings
 }
 
 type headerMatch struct {
@@ -142,8 +143,8 @@ func (p *Policy) Limits() map[string]MethodLimit { return p.limits }
 // or unknown subsets, destination weights that do not sum to 100,
 // percentages outside 0–100, a regular expression that does not compile,
 // a header matcher without exactly one condition, an unknown code, a
-// retry policy without a budget, hedging together with retries, negative
-// durations and limits. doc is not retained after Compile copies it.
+// retry policy without a budget, hedging together with retries, breaker
+// thresholds out of range, negative durations and limits. doc is not retained after Compile copies it.
 func Compile(doc *Document) (*Policy, error) {
 	var probs []string
 	bad := func(path, format string, args ...any) {
@@ -266,6 +267,9 @@ func Compile(doc *Document) (*Policy, error) {
 			}
 			cr.fault = faultFunc(delay, delayPct, abort, abortPct)
 		}
+		if b := r.Breaker; b != nil {
+			cr.breaker = compileBreaker(bad, path+".breaker", b)
+		}
 		p.routes = append(p.routes, cr)
 	}
 	for i, l := range d.Limits {
@@ -321,6 +325,33 @@ func compileRetry(bad func(string, string, ...any), path string, rt *Retry) *cli
 	}
 	cp.Budget = client.NewRetryBudget(rt.Budget.Percent/100, minimum, rt.Budget.Window.D())
 	return cp
+}
+
+// maxBreakerWait bounds a breaker's OpenFor and ResetEvery.
+const maxBreakerWait = Duration(time.Hour)
+
+func compileBreaker(bad func(string, string, ...any), path string, b *Breaker) *client.BreakerSettings {
+	if b.Failures < 0 || b.Failures > 1000 {
+		bad(path+".failures", "%d is outside 0–1000", b.Failures)
+	}
+	if b.Probes < 0 || b.Probes > 100 {
+		bad(path+".probes", "%d is outside 0–100", b.Probes)
+	}
+	if b.OpenFor < 0 || b.OpenFor > maxBreakerWait {
+		bad(path+".openFor", "%v is outside 0–1h", b.OpenFor.D())
+	}
+	if b.ResetEvery < 0 || b.ResetEvery > maxBreakerWait {
+		bad(path+".resetEvery", "%v is outside 0–1h", b.ResetEvery.D())
+	}
+	set := b.Failures != 0 || b.Probes != 0 || b.OpenFor != 0 || b.ResetEvery != 0
+	if b.Disabled && set {
+		bad(path, "disabled together with thresholds")
+	}
+	if !b.Disabled && !set {
+		bad(path, "neither thresholds nor disabled")
+	}
+	return &client.BreakerSettings{Failures: uint32(max(b.Failures, 0)), Probes: uint32(max(b.Probes, 0)),
+		OpenFor: b.OpenFor.D(), ResetEvery: b.ResetEvery.D(), Disabled: b.Disabled}
 }
 
 func checkPercent(bad func(string, string, ...any), path string, v float64) {

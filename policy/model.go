@@ -67,6 +67,8 @@ type Route struct {
 	Hedge *Hedge `json:"hedge,omitempty"`
 	// Fault injects delays and aborts into the matched calls' attempts.
 	Fault *Fault `json:"fault,omitempty"`
+	// Breaker sets the circuit-breaker thresholds of the matched calls.
+	Breaker *Breaker `json:"breaker,omitempty"`
 }
 
 // Match selects calls. Every set condition must hold; the zero Match
@@ -169,6 +171,43 @@ type FaultDelay struct {
 type FaultAbort struct {
 	Code    string  `json:"code"`
 	Percent float64 `json:"percent"`
+}
+
+// Breaker is a route's circuit-breaker thresholds, applied on the client
+// (client.CallPolicy.Breaker over client.BreakerSettings; a breaker per
+// server and per route as Kitex's per-method breakers, with the
+// per-host counting of Envoy's outlier detection). Each server keeps a
+// breaker per distinct setting, which only the calls of routes with that
+// setting go through: it opens after Failures consecutive server
+// failures of those calls on that server (answers with code
+// unavailable, shutting_down, deadline_exceeded or internal), so the
+// server is skipped for them for OpenFor; then it lets Probes calls
+// through: that many successes close it, one failure opens it again.
+// The breaker is the classic three-state machine (Nygard, "Release
+// It!"), github.com/sony/gobreaker.
+//
+// A zero field takes the client's own setting (client.WithBreaker; by
+// default 5 failures, 5s, 1 probe, never reset). A setting equal to the
+// client's own uses each server's own breaker. A breaker keeps its state
+// across policy changes for as long as a route carries its setting; a
+// changed setting starts a new, closed breaker on the next call.
+type Breaker struct {
+	// Failures is the number of consecutive server failures that opens
+	// a server's breaker: 1 to 1000. 0: the client's.
+	Failures int `json:"failures,omitempty"`
+	// OpenFor is how long an open breaker skips its server before it
+	// lets probes through: up to 1h. 0: the client's.
+	OpenFor Duration `json:"openFor,omitempty"`
+	// Probes is how many calls a half-open breaker lets through: 1 to
+	// 100. 0: the client's.
+	Probes int `json:"probes,omitempty"`
+	// ResetEvery clears a closed breaker's counts at this interval: up
+	// to 1h. 0: the client's.
+	ResetEvery Duration `json:"resetEvery,omitempty"`
+	// Disabled turns the breaker off for the matched calls: their
+	// failures are not counted and no server is skipped for them.
+	// Exclusive with the other fields.
+	Disabled bool `json:"disabled,omitempty"`
 }
 
 // MethodLimit is a server's admission limit for one method.

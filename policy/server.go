@@ -1,8 +1,9 @@
 package policy
 
 import (
-	"errors"
 	"log/slog"
+
+	"github.com/fleetrpc/fleet/server"
 )
 
 // Limits is a method's admission limits on a server, the same fields as
@@ -16,34 +17,48 @@ type Limits struct {
 	MaxConcurrent int
 }
 
-// LimitSetter sets one method's limits on a server. (*server.Server)'s
-// SetMethodLimits(service, method, server.MethodLimits) is adapted to it
-// by a LimitSetterFunc (Limits converts to server.MethodLimits, whose
-// fields it mirrors):
-//
-//	policy.LimitSetterFunc(func(svc, m string, l policy.Limits) error {
-//		srv.SetMethodLimits(svc, m, server.MethodLimits(l))
-//		return nil
-//	})
+// LimitSetter sets a service's per-method limits on a server in one
+// step: each method limits names gets its Limits (the zero Limits removes
+// that method's), the methods it does not name keep theirs, and no call
+// sees some of the changes without the others. An error means none was
+// made. (*server.Server).SetServiceLimits is one, adapted by
+// ServerLimits.
 type LimitSetter interface {
-	SetMethodLimits(service, method string, l Limits) error
+	SetServiceLimits(service string, limits map[string]Limits) error
 }
 
 // LimitSetterFunc adapts a function to a LimitSetter.
-type LimitSetterFunc func(service, method string, l Limits) error
+type LimitSetterFunc func(service string, limits map[string]Limits) error
 
-// SetMethodLimits calls f.
-func (f LimitSetterFunc) SetMethodLimits(service, method string, l Limits) error {
-	return f(service, method, l)
+// SetServiceLimits calls f.
+func (f LimitSetterFunc) SetServiceLimits(service string, limits map[string]Limits) error {
+	return f(service, limits)
+}
+
+// ServerLimits returns the LimitSetter of srv: its SetServiceLimits,
+// which swaps the server's whole limits table at once.
+func ServerLimits(srv *server.Server) LimitSetter {
+	return LimitSetterFunc(func(service string, limits map[string]Limits) error {
+		m := make(map[string]server.MethodLimits, len(limits))
+		for k, l := range limits {
+			m[k] = server.MethodLimits(l)
+		}
+		srv.SetServiceLimits(service, m)
+		return nil
+	})
 }
 
 // ApplyLimits keeps the per-method limits of w's policy set on s: now, and
-// after each change the methods the new policy names get its limits, and
-// the methods the previous policy named but the new one does not get the
-// zero Limits (no limit). Methods are set one by one: between two of them
-// a call may see the old limits of one and the new of another. Errors of
-// s are logged (to logger, or slog.Default() when nil) and do not stop
-// the others. It returns a function that stops following w.
+// after each change, in one SetServiceLimits call per change, so that a
+// call sees the limits of one document entirely, never one method's new
+// limits with another's old ones. The methods the new policy names get
+// its limits; the methods the previous policy named and the new one does
+// not get the zero Limits (no limit); the methods neither names keep
+// what the server has (its code defaults). A refused document changes
+// nothing (the Watcher does not apply it). An error of s is logged (to
+// logger, or slog.Default() when nil); as s made none of the changes,
+// the next change is applied against the limits s still has. It returns
+// a function that stops following w.
 func ApplyLimits(w *Watcher, s LimitSetter, logger *slog.Logger) (stop func()) {
 	if logger == nil {
 		logger = slog.Default()
@@ -54,20 +69,25 @@ func ApplyLimits(w *Watcher, s LimitSetter, logger *slog.Logger) (stop func()) {
 		if p != nil {
 			next = p.Limits()
 		}
-		var errs []error
+		changes := map[string]Limits{}
 		for m, l := range next {
 			if old, ok := prev[m]; ok && old == l {
 				continue
 			}
-			errs = append(errs, s.SetMethodLimits(w.service, m, Limits{Rate: l.Rate, Burst: l.Burst, MaxConcurrent: l.MaxConcurrent}))
+			changes[m] = Limits{Rate: l.Rate, Burst: l.Burst, MaxConcurrent: l.MaxConcurrent}
 		}
 		for m := range prev {
 			if _, ok := next[m]; !ok {
-				errs = append(errs, s.SetMethodLimits(w.service, m, Limits{}))
+				changes[m] = Limits{}
 			}
 		}
-		if err := errors.Join(errs...); err != nil {
+		if len(changes) == 0 {
+			prev = next
+			return
+		}
+		if err := s.SetServiceLimits(w.service, changes); err != nil {
 			logger.Warn("policy: setting method limits", "service", w.service, "error", err)
+			return
 		}
 		prev = next
 	})

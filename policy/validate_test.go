@@ -31,6 +31,7 @@ routes:
     fault:
       abort: {code: unavailable, percent: 10}
       delay: {duration: 20ms, percent: 5}
+    breaker: {failures: 3, openFor: 30s, probes: 2, resetEvery: 1m}
     destinations: [{subset: v1, weight: 95}, {subset: v2, weight: 5}]
 limits:
   - {method: Do, rate: 100, burst: 10, maxConcurrent: 4}
@@ -110,6 +111,18 @@ func TestValidation(t *testing.T) {
 			`subsets[1].name: duplicate subset "a"`},
 		{"negative limit", `{"version":"1","service":"Echo","limits":[{"method":"Do","rate":-1}]}`,
 			"limits[0]: negative limit"},
+		{"breaker failures", `{"version":"1","service":"Echo","routes":[{"breaker":{"failures":1001}}]}`,
+			"routes[0].breaker.failures: 1001 is outside 0–1000"},
+		{"breaker probes", `{"version":"1","service":"Echo","routes":[{"breaker":{"probes":-1}}]}`,
+			"routes[0].breaker.probes: -1 is outside 0–100"},
+		{"breaker openFor", `{"version":"1","service":"Echo","routes":[{"breaker":{"openFor":"2h"}}]}`,
+			"routes[0].breaker.openFor: 2h0m0s is outside 0–1h"},
+		{"breaker resetEvery", `{"version":"1","service":"Echo","routes":[{"breaker":{"resetEvery":"-1s"}}]}`,
+			"routes[0].breaker.resetEvery: -1s is outside 0–1h"},
+		{"breaker disabled with thresholds", `{"version":"1","service":"Echo","routes":[{"breaker":{"disabled":true,"failures":3}}]}`,
+			"routes[0].breaker: disabled together with thresholds"},
+		{"empty breaker", `{"version":"1","service":"Echo","routes":[{"breaker":{}}]}`,
+			"routes[0].breaker: neither thresholds nor disabled"},
 		{"bad duration", `{"version":"1","service":"Echo","routes":[{"timeout":"soon"}]}`, "duration"},
 	}
 	for _, c := range cases {

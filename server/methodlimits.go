@@ -44,15 +44,40 @@ type MethodLimits struct {
 // tokens. WithMethodRateLimit sets the same limits at New. Safe for
 // concurrent use with calls and with itself; the calls' admission reads
 // an immutable table (rebuilt here on each change) with one atomic load.
+// To change several methods at once, use SetServiceLimits.
 func (s *Server) SetMethodLimits(service, method string, l MethodLimits) {
 	s.methodMu.Lock()
 	defer s.methodMu.Unlock()
-	s.setMethodLimitsLocked(rateKey{service, method}, l)
+	s.setMethodLimitsLocked([]methodLimit{{rateKey{service, method}, l}})
+}
+
+// SetServiceLimits sets the limits of several methods of service in one
+// step: each method limits names gets its MethodLimits (a zero one
+// removes that method's limits), as SetMethodLimits would set it; the
+// methods limits does not name keep theirs. Every change lands in one
+// swap of the table admission reads, so no call sees some of them and
+// not the others: a call admitted after SetServiceLimits returns sees all
+// of them, one admitted before sees none. An empty or nil limits changes
+// nothing. Safe for concurrent use with calls and with the other setters.
+// policy.ApplyLimits (module github.com/fleetrpc/fleet/policy) applies a
+// policy document's limits through it.
+func (s *Server) SetServiceLimits(service string, limits map[string]MethodLimits) {
+	if len(limits) == 0 {
+		return
+	}
+	changes := make([]methodLimit, 0, len(limits))
+	for m, l := range limits {
+		changes = append(changes, methodLimit{rateKey{service, m}, l})
+	}
+	s.methodMu.Lock()
+	defer s.methodMu.Unlock()
+	s.setMethodLimitsLocked(changes)
 }
 
 // MethodLimitsOf returns the limits set on service.method with
-// SetMethodLimits or WithMethodRateLimit (Burst with its default
-// applied), and false when it has none. Safe for concurrent use.
+// SetMethodLimits, SetServiceLimits or WithMethodRateLimit (Burst with
+// its default applied), and false when it has none. Safe for concurrent
+// use.
 func (s *Server) MethodLimitsOf(service, method string) (MethodLimits, bool) {
 	t := s.methodLimits.Load()
 	if t == nil {
@@ -65,19 +90,11 @@ func (s *Server) MethodLimitsOf(service, method string) (MethodLimits, bool) {
 	return e.lim, true
 }
 
-// setMethodLimitsLocked is SetMethodLimits with methodMu held.
-func (s *Server) setMethodLimitsLocked(k rateKey, l MethodLimits) {
-	if l.Rate <= 0 {
-		l.Rate, l.Burst = 0, 0
-	} else if l.Burst <= 0 {
-		l.Burst = 1
-	}
-	l.MaxConcurrent = max(l.MaxConcurrent, 0)
+// setMethodLimitsLocked applies changes (a zero MethodLimits removes a
+// method's limits; a later change of the same method wins) to a copy of
+// the table and stores it with one atomic swap. methodMu is held.
+func (s *Server) setMethodLimitsLocked(changes []methodLimit) {
 	old := s.methodLimits.Load()
-	var prev *methodEntry
-	if old != nil {
-		prev = old.byName[k.service][k.method]
-	}
 	next := &methodTable{byName: make(map[string]map[string]*methodEntry)}
 	if old != nil {
 		for svc, ms := range old.byName {
@@ -88,12 +105,26 @@ func (s *Server) setMethodLimitsLocked(k rateKey, l MethodLimits) {
 			next.byName[svc] = cp
 		}
 	}
-	if l == (MethodLimits{}) {
-		delete(next.byName[k.service], k.method)
-		if len(next.byName[k.service]) == 0 {
-			delete(next.byName, k.service)
+	var woken []*methodCounter
+	for _, c := range changes {
+		k, l := c.key, c.MethodLimits
+		if l.Rate <= 0 {
+			l.Rate, l.Burst = 0, 0
+		} else if l.Burst <= 0 {
+			l.Burst = 1
 		}
-	} else {
+		l.MaxConcurrent = max(l.MaxConcurrent, 0)
+		prev := next.byName[k.service][k.method]
+		if prev != nil {
+			woken = append(woken, prev.ctr)
+		}
+		if l == (MethodLimits{}) {
+			delete(next.byName[k.service], k.method)
+			if len(next.byName[k.service]) == 0 {
+				delete(next.byName, k.service)
+			}
+			continue
+		}
 		if s.methodCtrs == nil {
 			s.methodCtrs = make(map[rateKey]*methodCounter)
 		}
@@ -119,9 +150,9 @@ func (s *Server) setMethodLimitsLocked(k rateKey, l MethodLimits) {
 		next = nil
 	}
 	s.methodLimits.Store(next)
-	// Waiting oneway sends look at the new cap (waitMethodSlot).
-	if prev != nil {
-		prev.ctr.wakeAll()
+	// Waiting oneway sends look at the new caps (waitMethodSlot).
+	for _, ctr := range woken {
+		ctr.wakeAll()
 	}
 }
 

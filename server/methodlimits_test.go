@@ -331,3 +331,69 @@ func TestSetMethodLimitsConcurrent(t *testing.T) {
 		t.Fatalf("after the calls: %+v %v, want none in use", s, ok)
 	}
 }
+
+// TestSetServiceLimitsAtomic: SetServiceLimits changes several methods in
+// one step. A reader of AdmissionStats (one load of the limits table)
+// running under -race while the limits of A and B flip between two sets
+// never sees A's limit from one set with B's from the other, which
+// setting them method by method would show; the methods not named keep
+// their limits, and a zero MethodLimits removes one.
+func TestSetServiceLimitsAtomic(t *testing.T) {
+	srv := server.New()
+	srv.SetMethodLimits("S", "Kept", server.MethodLimits{MaxConcurrent: 7})
+	set := func(n int) {
+		srv.SetServiceLimits("S", map[string]server.MethodLimits{
+			"A": {Rate: float64(n), MaxConcurrent: n},
+			"B": {Rate: float64(n), MaxConcurrent: n},
+			"C": {Rate: float64(n), MaxConcurrent: n},
+		})
+	}
+	set(1)
+	stop := make(chan struct{})
+	var setter sync.WaitGroup
+	setter.Add(1)
+	go func() {
+		defer setter.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			set(1 + i%2)
+		}
+	}()
+	seen := map[float64]int{}
+	for range 2000 {
+		limits := map[string]float64{}
+		for _, st := range srv.AdmissionStats() {
+			if st.Service == "S" && st.Stage == server.StageMethodConcurrency && st.Method != "Kept" {
+				limits[st.Method] = st.Limit
+			}
+		}
+		if len(limits) != 3 || limits["A"] != limits["B"] || limits["B"] != limits["C"] {
+			close(stop)
+			setter.Wait()
+			t.Fatalf("a torn set of limits: %v", limits)
+		}
+		seen[limits["A"]]++
+	}
+	close(stop)
+	setter.Wait()
+	if len(seen) < 2 {
+		t.Logf("the reader saw only %v: the setter did not run in between", seen)
+	}
+	if l, ok := srv.MethodLimitsOf("S", "Kept"); !ok || l.MaxConcurrent != 7 {
+		t.Fatalf("a method not named lost its limits: %+v %v", l, ok)
+	}
+	srv.SetServiceLimits("S", map[string]server.MethodLimits{"A": {}, "B": {MaxConcurrent: 3}})
+	if _, ok := srv.MethodLimitsOf("S", "A"); ok {
+		t.Fatal("a zero MethodLimits did not remove A's limits")
+	}
+	if l, _ := srv.MethodLimitsOf("S", "B"); l != (server.MethodLimits{MaxConcurrent: 3}) {
+		t.Fatalf("B: %+v", l)
+	}
+	if l, _ := srv.MethodLimitsOf("S", "C"); l.MaxConcurrent == 0 {
+		t.Fatalf("C, not named, lost its limits: %+v", l)
+	}
+}

@@ -83,9 +83,7 @@ func New(opts ...Option) *Server {
 	s.opts.limits = s.opts.limits.WithDefaults()
 	s.mem.max = s.opts.maxPending
 	s.rate = newServerRate(&s.opts)
-	for _, m := range s.opts.methodRates {
-		s.setMethodLimitsLocked(m.key, m.MethodLimits)
-	}
+	s.setMethodLimitsLocked(s.opts.methodRates)
 	if s.opts.adaptive != nil {
 		s.adaptive = newAdaptiveLimiter(*s.opts.adaptive)
 	}

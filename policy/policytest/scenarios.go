@@ -294,3 +294,51 @@ func Outage(t *testing.T, f *Fixture, stop, start func()) {
 		t.Fatalf("after the outage: %v", errs)
 	}
 }
+
+// Breaker: a route's circuit-breaker thresholds apply to its calls. v1-0
+// fails every call with Internal (a server failure, not retried by
+// default); calls of Do are sent one at a time to the v1 subset.
+//   - Under b1 (failures 3), v1-0's breaker for the route opens after
+//     exactly 3 failures, and the next calls all go to v1-1.
+//   - b2 raises the threshold to 6: the next calls go through a new,
+//     closed breaker, which opens after exactly 6 more failures.
+//   - b3 changes another route, not the breaker: its state is kept, and
+//     no call fails.
+//   - Other, which no breaker route matches, goes through v1-0's own
+//     breaker (the client's default, 5 failures), which the route's
+//     calls did not feed: exactly 5 failures.
+func Breaker(t *testing.T, f *Fixture) {
+	ctx := context.Background()
+	f.V1[0].FailAll.Store(uint32(fleet.Internal))
+	defer f.V1[0].FailAll.Store(0)
+	doc := func(version string, failures int, timeout string) string {
+		return fmt.Sprintf(`{"version":%q,"service":"Echo","subsets":[{"name":"v1","version":"v1"},{"name":"v2","version":"v2"}],
+		  "routes":[{"match":{"method":"Do"},"destinations":[{"subset":"v1","weight":100}],"breaker":{"failures":%d,"openFor":"1m"}},
+		    {"match":{"method":"Never"},"timeout":%q}]}`, version, failures, timeout)
+	}
+	run := func(step, method string, n, wantFailed int) {
+		t.Helper()
+		failed := 0
+		for range n {
+			var rep Rep
+			err := f.X.Call(ctx, method, &Req{}, &rep)
+			switch {
+			case err == nil:
+			case fleet.CodeOf(err) == fleet.Internal:
+				failed++
+			default:
+				t.Fatalf("%s: unexpected failure %v", step, err)
+			}
+		}
+		if failed != wantFailed {
+			t.Fatalf("%s: %d of %d calls failed, want %d", step, failed, n, wantFailed)
+		}
+	}
+	f.Set(t, "b1", doc("b1", 3, "1s"))
+	run("b1: failures 3", "Do", 60, 3)
+	f.Set(t, "b2", doc("b2", 6, "1s"))
+	run("b2: failures 6", "Do", 100, 6)
+	f.Set(t, "b3", doc("b3", 6, "2s"))
+	run("b3: the same breaker", "Do", 60, 0)
+	run("Other: the client's own breaker", "Other", 160, 5)
+}

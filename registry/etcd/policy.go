@@ -1,15 +1,11 @@
 package etcd
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fleetrpc/fleet"
-	"github.com/fleetrpc/fleet/registry"
 	"github.com/fleetrpc/fleet/registry/internal/regutil"
 )
 
@@ -83,85 +79,42 @@ func (s *PolicyStore) Put(ctx context.Context, service string, doc []byte) error
 // is closed. While etcd is unreachable nothing is delivered; once it is
 // back, the document is read again and delivered if it changed.
 func (s *PolicyStore) Watch(ctx context.Context, service string) (<-chan []byte, error) {
-	if err := regutil.ValidateService(service); err != nil {
-		return nil, fleet.WrapError(fleet.InvalidArgument, err)
-	}
-	wctx, cancel := s.d.life.Merge(ctx)
-	out := make(chan []byte)
-	if err := s.d.life.Go(func() {
-		defer cancel()
-		defer close(out)
-		s.watch(wctx, service, out)
-	}); err != nil {
-		cancel()
-		return nil, fmt.Errorf("etcd: watch policy of %q: %w", service, registry.ErrClosed)
-	}
-	return out, nil
-}
-
-func (s *PolicyStore) watch(ctx context.Context, service string, out chan<- []byte) {
 	key := s.key(service)
-	var (
-		bo   regutil.Backoff
-		last []byte
-		sent bool
-	)
-	deliver := func(doc []byte) bool {
-		if sent && bytes.Equal(doc, last) {
-			return true
-		}
-		select {
-		case out <- doc:
-			sent, last = true, doc
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
-	for ctx.Err() == nil {
-		reconnected := s.d.reconnected.C()
-		rctx, rcancel := s.d.cfg.requestContext(ctx)
-		resp, err := s.d.client.Get(rctx, key)
-		rcancel()
-		if err != nil {
-			s.d.log.Debug("policy watch: get failed; retrying", "service", service, "err", err)
-			select {
-			case <-time.After(bo.Next()):
-			case <-reconnected:
-			case <-ctx.Done():
+	return s.d.life.WatchDoc(ctx, service, "etcd", s.d.log, func(d *regutil.DocWatch) {
+		d.Rounds(s.d.reconnected.C, func(ctx context.Context, reconnected <-chan struct{}) error {
+			rctx, rcancel := s.d.cfg.requestContext(ctx)
+			resp, err := s.d.client.Get(rctx, key)
+			rcancel()
+			if err != nil {
+				return err
 			}
-			continue
-		}
-		bo.Reset()
-		var doc []byte
-		if len(resp.Kvs) > 0 {
-			doc = resp.Kvs[0].Value
-		}
-		if !deliver(doc) {
-			return
-		}
-		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		wch := s.d.client.Watch(wctx, key, clientv3.WithRev(resp.Header.Revision+1))
-		ok := s.follow(ctx, wch, reconnected, deliver)
-		wcancel()
-		if !ok {
-			return
-		}
-	}
+			var doc []byte
+			if len(resp.Kvs) > 0 {
+				doc = resp.Kvs[0].Value
+			}
+			if !d.Deliver(doc) {
+				return nil
+			}
+			wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+			defer wcancel()
+			s.follow(ctx, s.d.client.Watch(wctx, key, clientv3.WithRev(resp.Header.Revision+1)), reconnected, d.Deliver)
+			return nil
+		})
+	})
 }
 
-// follow delivers the key's changes until the watch fails or reconnected
-// fires (true: read again) or ctx ends (false).
-func (s *PolicyStore) follow(ctx context.Context, wch clientv3.WatchChan, reconnected <-chan struct{}, deliver func([]byte) bool) bool {
+// follow delivers the key's changes until the watch fails, reconnected
+// fires or ctx ends: then the key must be read again.
+func (s *PolicyStore) follow(ctx context.Context, wch clientv3.WatchChan, reconnected <-chan struct{}, deliver func([]byte) bool) {
 	for {
 		select {
 		case <-ctx.Done():
-			return false
+			return
 		case <-reconnected:
-			return true
+			return
 		case wr, ok := <-wch:
 			if !ok || wr.Err() != nil || wr.Canceled || wr.CompactRevision != 0 {
-				return ctx.Err() == nil
+				return
 			}
 			for _, ev := range wr.Events {
 				var doc []byte
@@ -169,7 +122,7 @@ func (s *PolicyStore) follow(ctx context.Context, wch clientv3.WatchChan, reconn
 					doc = ev.Kv.Value
 				}
 				if !deliver(doc) {
-					return false
+					return
 				}
 			}
 		}

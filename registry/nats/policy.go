@@ -1,7 +1,6 @@
 package nats
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetrpc/fleet"
-	"github.com/fleetrpc/fleet/registry"
 	"github.com/fleetrpc/fleet/registry/internal/regutil"
 )
 
@@ -116,48 +114,11 @@ func (p *PolicyStore) Put(ctx context.Context, service string, doc []byte) error
 // time it changes, until ctx is done or Close is called; then the channel
 // is closed. While NATS is unreachable nothing is delivered.
 func (p *PolicyStore) Watch(ctx context.Context, service string) (<-chan []byte, error) {
-	if err := regutil.ValidateService(service); err != nil {
-		return nil, fleet.WrapError(fleet.InvalidArgument, err)
-	}
-	wctx, cancel := p.s.life.Merge(ctx)
-	out := make(chan []byte)
-	if err := p.s.life.Go(func() {
-		defer cancel()
-		defer close(out)
-		p.watch(wctx, service, out)
-	}); err != nil {
-		cancel()
-		return nil, fmt.Errorf("nats: watch policy of %q: %w", service, registry.ErrClosed)
-	}
-	return out, nil
-}
-
-func (p *PolicyStore) watch(ctx context.Context, service string, out chan<- []byte) {
-	var (
-		bo   regutil.Backoff
-		last []byte
-		sent bool
-	)
-	deliver := func(doc []byte) bool {
-		if sent && bytes.Equal(doc, last) {
-			return true
-		}
-		select {
-		case out <- doc:
-			sent, last = true, doc
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
-	for ctx.Err() == nil {
-		if err := p.cycle(ctx, service, deliver); err != nil && ctx.Err() == nil {
-			p.s.log.Debug("policy watch: NATS unreachable; keeping the last document", "service", service, "err", err)
-			regutil.Sleep(ctx, bo.Next())
-			continue
-		}
-		bo.Reset()
-	}
+	return p.s.life.WatchDoc(ctx, service, "nats", p.s.log, func(d *regutil.DocWatch) {
+		d.Rounds(nil, func(ctx context.Context, _ <-chan struct{}) error {
+			return p.cycle(ctx, service, d.Deliver)
+		})
+	})
 }
 
 // cycle runs one key watch for PollInterval, delivering the current

@@ -1,16 +1,13 @@
 package redis
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/fleetrpc/fleet"
-	"github.com/fleetrpc/fleet/registry"
 	"github.com/fleetrpc/fleet/registry/internal/regutil"
 )
 
@@ -82,61 +79,38 @@ func (s *PolicyStore) Put(ctx context.Context, service string, doc []byte) error
 
 // Watch delivers service's document (nil when it has none) now and each
 // time it changes, until ctx is done or Close is called; then the channel
-// is closed. While Redis is unreachable nothing is delivered.
+// is closed. While Redis is unreachable nothing is delivered; the key is
+// read again every PollInterval at most.
 func (s *PolicyStore) Watch(ctx context.Context, service string) (<-chan []byte, error) {
-	if err := regutil.ValidateService(service); err != nil {
-		return nil, fleet.WrapError(fleet.InvalidArgument, err)
-	}
-	wctx, cancel := s.d.life.Merge(ctx)
-	out := make(chan []byte)
-	if err := s.d.life.Go(func() {
-		defer cancel()
-		defer close(out)
-		s.watch(wctx, service, out)
-	}); err != nil {
-		cancel()
-		return nil, fmt.Errorf("redis: watch policy of %q: %w", service, registry.ErrClosed)
-	}
-	return out, nil
-}
-
-func (s *PolicyStore) watch(ctx context.Context, service string, out chan<- []byte) {
 	key := s.key(service)
-	ps := s.d.client.Subscribe(ctx, key)
-	defer ps.Close()
-	msgs := ps.ChannelWithSubscriptions(goredis.WithChannelSize(16))
-	ticker := time.NewTicker(s.d.cfg.PollInterval)
-	defer ticker.Stop()
-	var (
-		last []byte
-		sent bool
-	)
-	for {
-		b, err := s.d.client.Get(ctx, key).Bytes()
-		switch {
-		case errors.Is(err, goredis.Nil):
-			b, err = nil, nil
-		case err != nil && ctx.Err() == nil:
-			s.d.log.Debug("policy watch: Redis unreachable; keeping the last document", "service", service, "err", err)
-		}
-		if err == nil && (!sent || !bytes.Equal(b, last)) {
+	return s.d.life.WatchDoc(ctx, service, "redis", s.d.log, func(d *regutil.DocWatch) {
+		ps := s.d.client.Subscribe(d.Context(), key)
+		defer ps.Close()
+		msgs := ps.ChannelWithSubscriptions(goredis.WithChannelSize(16))
+		ticker := time.NewTicker(s.d.cfg.PollInterval)
+		defer ticker.Stop()
+		d.Backoff.Max = s.d.cfg.PollInterval
+		d.Rounds(nil, func(ctx context.Context, _ <-chan struct{}) error {
+			b, err := s.d.client.Get(ctx, key).Bytes()
+			if errors.Is(err, goredis.Nil) {
+				b = nil
+			} else if err != nil {
+				return err
+			}
+			if !d.Deliver(b) {
+				return nil
+			}
 			select {
-			case out <- b:
-				sent, last = true, b
 			case <-ctx.Done():
-				return
+			case <-ticker.C:
+			case _, ok := <-msgs:
+				if !ok {
+					return errors.New("subscription closed")
+				}
 			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		case _, ok := <-msgs:
-			if !ok {
-				return
-			}
-		}
-	}
+			return nil
+		})
+	})
 }
 
 // Close ends every watch and closes the client unless it came from

@@ -1,18 +1,15 @@
 package zookeeper
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"path"
 	"strings"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/fleetrpc/fleet"
-	"github.com/fleetrpc/fleet/registry"
 	"github.com/fleetrpc/fleet/registry/internal/regutil"
 )
 
@@ -103,67 +100,35 @@ func (s *PolicyStore) put(p string, doc []byte) error {
 // time it changes, until ctx is done or Close is called; then the channel
 // is closed. While ZooKeeper is unreachable nothing is delivered.
 func (s *PolicyStore) Watch(ctx context.Context, service string) (<-chan []byte, error) {
-	if err := regutil.ValidateService(service); err != nil {
-		return nil, fleet.WrapError(fleet.InvalidArgument, err)
-	}
-	wctx, cancel := s.d.life.Merge(ctx)
-	out := make(chan []byte)
-	if err := s.d.life.Go(func() {
-		defer cancel()
-		defer close(out)
-		s.watch(wctx, s.node(service), out)
-	}); err != nil {
-		cancel()
-		return nil, fmt.Errorf("zookeeper: watch policy of %q: %w", service, registry.ErrClosed)
-	}
-	return out, nil
-}
-
-func (s *PolicyStore) watch(ctx context.Context, p string, out chan<- []byte) {
-	var (
-		bo   regutil.Backoff
-		last []byte
-		sent bool
-	)
-	for ctx.Err() == nil {
-		reconnected := s.d.reconnected.C()
-		doc, _, ev, err := s.d.conn.GetW(p)
-		if errors.Is(err, zk.ErrNoNode) {
-			var exists bool
-			exists, _, ev, err = s.d.conn.ExistsW(p)
-			if err == nil && exists {
-				continue // created in between: read it
+	p := s.node(service)
+	return s.d.life.WatchDoc(ctx, service, "zookeeper", s.d.log, func(d *regutil.DocWatch) {
+		d.Rounds(s.d.reconnected.C, func(ctx context.Context, reconnected <-chan struct{}) error {
+			doc, _, ev, err := s.d.conn.GetW(p)
+			if errors.Is(err, zk.ErrNoNode) {
+				var exists bool
+				exists, _, ev, err = s.d.conn.ExistsW(p)
+				if err == nil && exists {
+					return nil // created in between: read it
+				}
+				doc = nil
 			}
-			doc = nil
-		}
-		if err != nil {
-			s.d.log.Debug("policy watch: ZooKeeper unreachable; keeping the last document", "node", p, "err", err)
+			if err != nil {
+				return err
+			}
+			if len(doc) == 0 {
+				doc = nil
+			}
+			if !d.Deliver(doc) {
+				return nil
+			}
 			select {
-			case <-time.After(bo.Next()):
+			case <-ev:
 			case <-reconnected:
 			case <-ctx.Done():
 			}
-			continue
-		}
-		bo.Reset()
-		if len(doc) == 0 {
-			doc = nil
-		}
-		if !sent || !bytes.Equal(doc, last) {
-			select {
-			case out <- doc:
-				sent, last = true, doc
-			case <-ctx.Done():
-				return
-			}
-		}
-		select {
-		case <-ev:
-		case <-reconnected:
-		case <-ctx.Done():
-			return
-		}
-	}
+			return nil
+		})
+	})
 }
 
 // Close ends every watch and closes the connection.

@@ -47,6 +47,7 @@ func TestPolicyStore(t *testing.T) {
 		{"LiveTimeoutAndRetry", policytest.LiveTimeoutAndRetry},
 		{"Fault", policytest.Fault},
 		{"BadPolicyKept", policytest.BadPolicyKept},
+		{"Breaker", policytest.Breaker},
 		{"Outage", func(t *testing.T, f *policytest.Fixture) { policytest.Outage(t, f, proxy.Block, proxy.Unblock) }},
 	} {
 		t.Run(sc.name, func(t *testing.T) { sc.run(t, policytest.NewFixture(t, store)) })
