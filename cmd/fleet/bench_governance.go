@@ -35,6 +35,7 @@ type govOptions struct {
 	Policies int           // policy changes during the churn
 	TTL      time.Duration // the instances' lease TTL
 	Progress io.Writer     // progress lines; nil: none
+	Profile  string        // when set, the clients' CPU profiles go to Profile-<size>-<process>.pprof
 }
 
 type govSize struct{ Services, PerService int }
@@ -143,6 +144,7 @@ converged.`,
 	f.DurationVar(&o.TTL, "ttl", time.Minute, "the instances' lease TTL (keep-alives every TTL/3)")
 	f.BoolVar(&quick, "quick", false, "a small run in a few seconds (4x5, 8 clients in 2 processes, 2 s of churn) that checks every client converged")
 	f.BoolVar(&jsonOut, "json", false, "print the results as JSON")
+	f.StringVar(&o.Profile, "cpuprofile", "", "write each client process's CPU profile of the churn to `PREFIX`-SIZE-N.pprof")
 	return cmd
 }
 
@@ -479,12 +481,16 @@ func govRun(ctx context.Context, o govOptions, size govSize) (govResult, error) 
 	}()
 	for p := range o.Procs {
 		lo, hi := p*o.Clients/o.Procs, (p+1)*o.Clients/o.Procs
+		profile := ""
+		if o.Profile != "" {
+			profile = fmt.Sprintf("%s-%s-%d.pprof", o.Profile, size, p)
+		}
 		k, err := startGovChild(govClientsCommand)
 		if err != nil {
 			return res, err
 		}
 		kids = append(kids, k)
-		if err := k.enc.Encode(govClientsConfig{Endpoint: hello.Endpoint, Services: w.names, Clients: assign[lo:hi], First: lo, Expect: *initial}); err != nil {
+		if err := k.enc.Encode(govClientsConfig{Endpoint: hello.Endpoint, Services: w.names, Clients: assign[lo:hi], First: lo, Expect: *initial, Profile: profile}); err != nil {
 			return res, err
 		}
 	}
@@ -539,8 +545,15 @@ func govRun(ctx context.Context, o govOptions, size govSize) (govResult, error) 
 		every = max(1, total/o.Policies)
 	}
 	policies := 0
-	tick := time.NewTicker(time.Duration(float64(time.Second) / o.Churn))
+	// Change k is due at t0 + k/churn; a late writer catches up at once
+	// rather than stretching the run.
 	for k := 0; k < total && ctx.Err() == nil; k++ {
+		if d := time.Until(t0.Add(time.Duration(float64(k) * float64(time.Second) / o.Churn))); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+			}
+		}
 		e := st.next(k)
 		queues[e.svc] <- e
 		if every > 0 && k%every == every/2 && policies < o.Policies {
@@ -550,12 +563,7 @@ func govRun(ctx context.Context, o govOptions, size govSize) (govResult, error) 
 			policyQ <- govEvent{kind: 'p', svc: svc, v: st.seq}
 			policies++
 		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-		}
 	}
-	tick.Stop()
 	for _, q := range queues {
 		close(q)
 	}

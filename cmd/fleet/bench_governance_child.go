@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -158,6 +159,9 @@ type govClientsConfig struct {
 	Clients  [][]int    `json:"clients"` // per client: the indexes of the services it watches
 	First    int        `json:"first"`   // the global index of this child's first client
 	Expect   govExpects `json:"expect"`  // the state every client must reach before it is ready
+	// Profile, when set, is where to write a CPU profile of the churn
+	// (from "go" to "end").
+	Profile string `json:"profile,omitempty"`
 }
 
 // govExpects is the state of every service: its instances' ids and
@@ -200,13 +204,8 @@ type govReport struct {
 type govWatch struct {
 	client, svc int
 	mu          sync.Mutex
-	state       map[string]govInst // by instance Key
-	policy      int64              // -1 before the first policy
-}
-
-type govInst struct {
-	id int64
-	v  string
+	list        []registry.Instance // the last list delivered, sorted by Key
+	policy      int64               // -1 before the first policy
 }
 
 type govRecorder struct {
@@ -216,31 +215,38 @@ type govRecorder struct {
 	pol  [][4]int64
 }
 
-// apply replaces w's state with list, recording what changed.
+func metaInt(in registry.Instance, k string) int64 {
+	n, _ := strconv.ParseInt(in.Meta[k], 10, 64)
+	return n
+}
+
+// apply takes list as w's state, recording what changed since the last
+// one: both are sorted by Key, so one merge walk finds the additions,
+// removals and new record versions without allocating.
 func (w *govWatch) apply(list []registry.Instance, rec *govRecorder) {
 	now := time.Now().UnixNano()
-	next := make(map[string]govInst, len(list))
 	var changed [][4]int64
+	c := int64(w.client)
 	w.mu.Lock()
-	for _, in := range list {
-		k := in.Key()
-		v := in.Meta["v"]
-		old, ok := w.state[k]
-		if ok && old.v == v {
-			next[k] = old
-			continue
+	old := w.list
+	i, j := 0, 0
+	for i < len(old) || j < len(list) {
+		switch {
+		case j == len(list) || (i < len(old) && old[i].Key() < list[j].Key()):
+			changed = append(changed, [4]int64{c, metaInt(old[i], "id"), -1, now})
+			i++
+		case i == len(old) || list[j].Key() < old[i].Key():
+			changed = append(changed, [4]int64{c, metaInt(list[j], "id"), metaInt(list[j], "v"), now})
+			j++
+		default:
+			if old[i].Meta["v"] != list[j].Meta["v"] {
+				changed = append(changed, [4]int64{c, metaInt(list[j], "id"), metaInt(list[j], "v"), now})
+			}
+			i++
+			j++
 		}
-		id, _ := strconv.ParseInt(in.Meta["id"], 10, 64)
-		next[k] = govInst{id: id, v: v}
-		n, _ := strconv.ParseInt(v, 10, 64)
-		changed = append(changed, [4]int64{int64(w.client), id, n, now})
 	}
-	for k, old := range w.state {
-		if _, ok := next[k]; !ok {
-			changed = append(changed, [4]int64{int64(w.client), old.id, -1, now})
-		}
-	}
-	w.state = next
+	w.list = list
 	w.mu.Unlock()
 	if rec.on.Load() && len(changed) > 0 {
 		rec.mu.Lock()
@@ -270,15 +276,15 @@ func (w *govWatch) reached(ex *govExpects) bool {
 	want := ex.Instances[w.svc]
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.policy != ex.Policy[w.svc] || len(w.state) != len(want) {
+	if w.policy != ex.Policy[w.svc] || len(w.list) != len(want) {
 		return false
 	}
-	ids := make(map[int64]string, len(w.state))
-	for _, in := range w.state {
-		ids[in.id] = in.v
-	}
+	ids := make(map[int64]int64, len(want))
 	for _, p := range want {
-		if v, ok := ids[p[0]]; !ok || v != strconv.FormatInt(p[1], 10) {
+		ids[p[0]] = p[1]
+	}
+	for _, in := range w.list {
+		if v, ok := ids[metaInt(in, "id")]; !ok || v != metaInt(in, "v") {
 			return false
 		}
 	}
@@ -410,12 +416,25 @@ func govClientsMain(in io.Reader, out io.Writer) error {
 		}
 		switch m.Op {
 		case "go":
+			if cfg.Profile != "" {
+				f, err := os.Create(cfg.Profile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+			}
 			rec.on.Store(true)
 			rep.CPUGo = selfCPU()
 		case "end":
 			w := waitReached(watches, m.Expect, 30*time.Second)
 			rep.CPUEnd = selfCPU()
 			rec.on.Store(false)
+			if cfg.Profile != "" {
+				pprof.StopCPUProfile()
+			}
 			rep.Converged = w == nil
 			if w != nil {
 				rep.Pending = fmt.Sprintf("client %d, service %s", w.client, cfg.Services[w.svc])
