@@ -68,8 +68,10 @@ func governanceCommand() *cobra.Command {
 		Short: "Measure discovery and policy updates with many instances and clients on a real etcd",
 		Long: `governance runs etcd (in-process, in a child process of this binary, on a
 loopback port), registers SERVICES x INSTANCES instances through the etcd
-registry (one Registrar per service, one lease per instance) and a policy
-document per service, and starts --clients clients spread over --procs child
+registry (one Registrar per service, one lease per instance, the TTLs
+spread over --ttl to 2x --ttl so that the keep-alives do not all come in one
+burst, as they would not from servers started at different times) and a
+policy document per service, and starts --clients clients spread over --procs child
 processes. Each client has its own etcd connection and, for each of the
 --watch services it watches, a Discovery watch and a policy.Watcher on the
 etcd PolicyStore. Once every client has the full state, instances change at
@@ -78,6 +80,7 @@ round robin over the services) and --policies policy documents are replaced
 meanwhile. It then waits until every client holds the final state and
 reports, for each size:
 
+  - the time from each write to etcd's acknowledgement;
   - the time from each write to every client watching the service having
     applied it (p50, p99, max over the writes), for instance changes and
     policy changes, and the same per client;
@@ -134,14 +137,14 @@ converged.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&sizes, "sizes", []string{"10x50", "100x50"}, "SERVICESxINSTANCES per service, each measured in turn")
+	f.StringSliceVar(&sizes, "sizes", []string{"10x50", "100x5", "100x50"}, "SERVICESxINSTANCES per service, each measured in turn")
 	f.IntVar(&o.Clients, "clients", 200, "watching clients, each with its own etcd connection")
 	f.IntVar(&o.Procs, "procs", 4, "child processes the clients are spread over")
 	f.IntVar(&o.Watch, "watch", 20, "services each client watches (instances and policy)")
 	f.Float64Var(&o.Churn, "churn", 50, "instance changes per second")
 	f.DurationVar(&o.Duration, "duration", 20*time.Second, "how long the churn lasts")
 	f.IntVar(&o.Policies, "policies", 10, "policy documents replaced during the churn, evenly spaced")
-	f.DurationVar(&o.TTL, "ttl", time.Minute, "the instances' lease TTL (keep-alives every TTL/3)")
+	f.DurationVar(&o.TTL, "ttl", time.Minute, "the lease TTL of the first service's instances; service i of S has TTL*(1+i/S), spreading the keep-alives (every TTL/3)")
 	f.BoolVar(&quick, "quick", false, "a small run in a few seconds (4x5, 8 clients in 2 processes, 2 s of churn) that checks every client converged")
 	f.BoolVar(&jsonOut, "json", false, "print the results as JSON")
 	f.StringVar(&o.Profile, "cpuprofile", "", "write each client process's CPU profile of the churn to `PREFIX`-SIZE-N.pprof")
@@ -175,6 +178,7 @@ type govResult struct {
 	KnownPerClient float64    `json:"known_per_client"`
 	Seconds        float64    `json:"seconds"`
 	ChurnRate      float64    `json:"churn_per_s"`
+	Commit         govLatency `json:"commit"` // from a write to etcd's acknowledgement (All* only)
 	Instance       govLatency `json:"instance"`
 	Policy         govLatency `json:"policy"`
 	HeapPerKnown   float64    `json:"heap_per_known_bytes"`
@@ -290,6 +294,7 @@ type govEvent struct {
 	id   int64 // instance id, or for 'p' none
 	v    int64 // record or policy version
 	at   int64 // unix ns just before the write
+	done int64 // unix ns when etcd acknowledged it
 }
 
 // govWriter does the writes of a run: one Registrar per service (as the
@@ -345,6 +350,7 @@ func (w *govWriter) do(ctx context.Context, e govEvent, record bool) {
 		n = len(doc) + len("/fleet/policies/"+svc)
 		err = w.store.Put(ctx, svc, doc)
 	}
+	e.done = time.Now().UnixNano()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil && w.err == nil {
@@ -426,7 +432,12 @@ func govRun(ctx context.Context, o govOptions, size govSize) (govResult, error) 
 	st := &govState{v: map[int64]int64{}, policy: make([]int64, size.Services)}
 	for i := range size.Services {
 		w.names = append(w.names, fmt.Sprintf("svc%03d", i))
-		r, _ := etcd.NewRegistrar(ecfg)
+		// Leases granted together renew together (every TTL/3), in a
+		// burst of thousands; servers that started at different times
+		// spread them. Service i's TTL is TTL*(1+i/S).
+		rcfg := ecfg
+		rcfg.TTL = o.TTL + o.TTL*time.Duration(i)/time.Duration(size.Services)
+		r, _ := etcd.NewRegistrar(rcfg)
 		defer r.Close()
 		w.regs = append(w.regs, r)
 		ids := make([]int64, size.PerService)
@@ -545,6 +556,8 @@ func govRun(ctx context.Context, o govOptions, size govSize) (govResult, error) 
 		every = max(1, total/o.Policies)
 	}
 	policies := 0
+	var renewals []string
+	lastRenewals := e0.Renewals
 	// Change k is due at t0 + k/churn; a late writer catches up at once
 	// rather than stretching the run.
 	for k := 0; k < total && ctx.Err() == nil; k++ {
@@ -552,6 +565,14 @@ func govRun(ctx context.Context, o govOptions, size govSize) (govResult, error) 
 			select {
 			case <-time.After(d):
 			case <-ctx.Done():
+			}
+		}
+		if k > 0 && k%max(1, int(o.Churn)) == 0 { // each second: etcd's lease renewals
+			var es govStats
+			ec.enc.Encode("stats")
+			if err := ec.read(ctx, &es, 10*time.Second); err == nil {
+				renewals = append(renewals, fmt.Sprintf("%.0f", es.Renewals-lastRenewals))
+				lastRenewals = es.Renewals
 			}
 		}
 		e := st.next(k)
@@ -564,6 +585,7 @@ func govRun(ctx context.Context, o govOptions, size govSize) (govResult, error) 
 			policies++
 		}
 	}
+	o.logf("%s: etcd lease renewals in each second of the churn: %s", size, strings.Join(renewals, " "))
 	for _, q := range queues {
 		close(q)
 	}
@@ -617,7 +639,24 @@ func govRun(ctx context.Context, o govOptions, size govSize) (govResult, error) 
 		res.CPUPerUpdate = cpu / 1e3 / float64(res.Updates)
 	}
 	res.ClientCPU = cpu / 1e9 / window
-	res.Instance, res.Policy = govLatencies(w.events, watchers, inst, pol)
+	var lasts []float64
+	res.Instance, res.Policy, lasts = govLatenciesEach(w.events, watchers, inst, pol)
+	slow, first, end := 0, math.Inf(1), math.Inf(-1)
+	for i, l := range lasts {
+		if l > 500 {
+			at := float64(w.events[i].at-t0.UnixNano()) / 1e9
+			slow, first, end = slow+1, min(first, at), max(end, at)
+		}
+	}
+	if slow > 0 {
+		o.logf("%s: %d writes took over 500 ms to reach every client, written %.1f to %.1f s into the churn", size, slow, first, end)
+	}
+	var commits []float64
+	for _, e := range w.events {
+		commits = append(commits, float64(e.done-e.at)/1e6)
+	}
+	slices.Sort(commits)
+	res.Commit = govLatency{Writes: len(commits), AllP50: quantile(commits, 0.5), AllP99: quantile(commits, 0.99), AllMax: quantile(commits, 1)}
 	return res, nil
 }
 
@@ -627,6 +666,13 @@ func govRun(ctx context.Context, o govOptions, size govSize) (govResult, error) 
 // a removal when it no longer holds the instance, a policy of version v
 // when the client first runs version v or later.
 func govLatencies(events []govEvent, watchers [][]int, inst, pol [][4]int64) (instance, policy govLatency) {
+	instance, policy, _ = govLatenciesEach(events, watchers, inst, pol)
+	return instance, policy
+}
+
+// govLatenciesEach is govLatencies that also returns each write's time to
+// its last client, in ms (-1 when no client applied it).
+func govLatenciesEach(events []govEvent, watchers [][]int, inst, pol [][4]int64) (instance, policy govLatency, last []float64) {
 	type key struct{ c, x int64 }
 	seen := map[key][][2]int64{} // (client, instance id or service) -> [v, at]...
 	for _, o := range inst {
@@ -638,7 +684,7 @@ func govLatencies(events []govEvent, watchers [][]int, inst, pol [][4]int64) (in
 		k := key{o[0], o[1]}
 		pseen[k] = append(pseen[k], [2]int64{o[2], o[3]})
 	}
-	var iAll, iEach, pAll, pEach []float64
+	var iAll, iEach, pAll, pEach, lasts []float64
 	for _, e := range events {
 		all, each, l, obs := &iAll, &iEach, &instance, seen
 		x := e.id
@@ -666,6 +712,7 @@ func govLatencies(events []govEvent, watchers [][]int, inst, pol [][4]int64) (in
 		if last >= 0 {
 			*all = append(*all, last)
 		}
+		lasts = append(lasts, last)
 	}
 	fill := func(l *govLatency, all, each []float64) {
 		slices.Sort(all)
@@ -675,7 +722,7 @@ func govLatencies(events []govEvent, watchers [][]int, inst, pol [][4]int64) (in
 	}
 	fill(&instance, iAll, iEach)
 	fill(&policy, pAll, pEach)
-	return instance, policy
+	return instance, policy, lasts
 }
 
 // quantile returns the q-quantile of sorted xs (nearest rank), 0 when
@@ -708,6 +755,9 @@ func writeGovernance(w io.Writer, res []govResult) {
 	row("clients (processes) x services watched", func(r govResult) string { return fmt.Sprintf("%d (%d) x %d", r.Clients, r.Procs, r.Watch) })
 	row("instances known per client", func(r govResult) string { return fmt.Sprintf("%.0f", r.KnownPerClient) })
 	row("instance changes/s (s)", func(r govResult) string { return fmt.Sprintf("%.1f (%.1f s)", r.ChurnRate, r.Seconds) })
+	row("write acknowledged by etcd p50 / p99 / max, ms", func(r govResult) string {
+		return ms(r.Commit.AllP50) + " / " + ms(r.Commit.AllP99) + " / " + ms(r.Commit.AllMax)
+	})
 	row("instance change to all clients p50 / p99 / max, ms", func(r govResult) string {
 		return ms(r.Instance.AllP50) + " / " + ms(r.Instance.AllP99) + " / " + ms(r.Instance.AllMax)
 	})

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"reflect"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
@@ -220,6 +221,10 @@ func metaInt(in registry.Instance, k string) int64 {
 	return n
 }
 
+func sameMap(a, b map[string]string) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
 // apply takes list as w's state, recording what changed since the last
 // one: both are sorted by Key, so one merge walk finds the additions,
 // removals and new record versions without allocating.
@@ -239,7 +244,9 @@ func (w *govWatch) apply(list []registry.Instance, rec *govRecorder) {
 			changed = append(changed, [4]int64{c, metaInt(list[j], "id"), metaInt(list[j], "v"), now})
 			j++
 		default:
-			if old[i].Meta["v"] != list[j].Meta["v"] {
+			// The etcd Discovery shares an unchanged instance's Meta
+			// between lists: the same map is the same version.
+			if !sameMap(old[i].Meta, list[j].Meta) && old[i].Meta["v"] != list[j].Meta["v"] {
 				changed = append(changed, [4]int64{c, metaInt(list[j], "id"), metaInt(list[j], "v"), now})
 			}
 			i++
