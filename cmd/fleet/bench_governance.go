@@ -164,7 +164,8 @@ type govLatency struct {
 	P50 float64 `json:"p50_ms"`
 	P99 float64 `json:"p99_ms"`
 	// Missing counts (write, client) pairs never seen applied: a later
-	// write to the same instance reached the client first.
+	// write to the same instance reached the client first, so the client
+	// never held this version.
 	Missing int `json:"missing"`
 }
 
@@ -532,6 +533,12 @@ func govRun(ctx context.Context, o govOptions, size govSize) (govResult, error) 
 	}
 	for _, k := range kids {
 		k.enc.Encode(govMsg{Op: "go"})
+	}
+	for _, k := range kids { // every child records before the first write
+		var ack struct{}
+		if err := k.read(ctx, &ack, 30*time.Second); err != nil {
+			return res, err
+		}
 	}
 	cpu0, t0 := selfCPU(), time.Now()
 	queues := make([]chan govEvent, size.Services)

@@ -173,8 +173,8 @@ type govExpects struct {
 }
 
 // govMsg is a line from the parent to a clients child after the config:
-// "go" starts recording, "end" (with the final state) waits for every
-// client to reach it and reports.
+// "go" starts recording (the child answers {"cpu_go": ns}), "end" (with
+// the final state) waits for every client to reach it and reports.
 type govMsg struct {
 	Op     string      `json:"op"`
 	Expect *govExpects `json:"expect,omitempty"`
@@ -435,6 +435,10 @@ func govClientsMain(in io.Reader, out io.Writer) error {
 			}
 			rec.on.Store(true)
 			rep.CPUGo = selfCPU()
+			// The parent starts writing once every child records.
+			if err := enc.Encode(map[string]int64{"cpu_go": rep.CPUGo}); err != nil {
+				return err
+			}
 		case "end":
 			w := waitReached(watches, m.Expect, 30*time.Second)
 			rep.CPUEnd = selfCPU()
