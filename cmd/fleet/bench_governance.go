@@ -9,11 +9,14 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
 	"os/exec"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -123,7 +126,9 @@ converged.`,
 			}
 			o.Procs = min(o.Procs, o.Clients)
 			o.Progress = cmd.ErrOrStderr()
-			res, err := runGovernance(cmd.Context(), o)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			res, err := runGovernance(ctx, o)
 			if jsonOut && len(res) > 0 {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
