@@ -132,6 +132,9 @@ type Discovery interface {
 	// done or the Discovery is closed; then the channel is closed. While
 	// the registry is unreachable nothing is delivered (clients keep the
 	// last list); when it returns the current list is delivered again.
+	// Each list is the receiver's own slice, but its instances' Tags and
+	// Meta may be shared with other lists and with the Discovery: read
+	// them, do not modify them.
 	Watch(ctx context.Context, service string) (<-chan []Instance, error)
 	// Close releases the registry connection and ends every watch.
 	Close() error

@@ -99,7 +99,7 @@ everything in under a minute and writes nothing unless --out is given.`,
 	f.StringVar(&render, "render", "", "measure nothing: print the tables of an earlier run's JSON results (and rewrite --out and its charts from them)")
 	f.IntVar(&repeat, "repeat", 1, "run the echo scenario this many rounds and report the median and the spread of each figure")
 	f.IntVar(&senders, "log-senders", 4, "goroutines shipping log batches over the one connection of the logs scenario")
-	cmd.AddCommand(soakCommand())
+	cmd.AddCommand(soakCommand(), governanceCommand())
 	rootCmd.AddCommand(cmd)
 
 	for _, name := range []string{bench.ServerCommand, bench.ClientCommand, bench.OverloadCommand} {

@@ -17,7 +17,11 @@
 //
 // Discovery: Instances is one prefix Get. Watch does a prefix Get,
 // delivers the full list, then watches the prefix from the Get's revision
-// and delivers the full list after each batch of events. On a watch error
+// and delivers the full list after each batch of events that changes it
+// (a put of the same record changes nothing). It keeps the list sorted as
+// events arrive (regutil.Sorted), so an event costs a binary search and a
+// copy of the service's list, not a sort or a deep copy; the lists share
+// their instances' Tags and Meta. On a watch error
 // or compaction, or when the client's connection comes back after being
 // lost (an etcd restart), it gets the prefix again and delivers the
 // current list. While etcd is unreachable nothing is delivered and

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -382,26 +383,29 @@ func (d *Discovery) monitor() {
 
 // read gets the instances of service and the revision they were read at.
 // Records that do not decode are skipped and logged.
-func (d *Discovery) read(ctx context.Context, service string) (map[string]registry.Instance, int64, error) {
+func (d *Discovery) read(ctx context.Context, service string) (*regutil.Sorted, int64, error) {
 	resp, err := d.client.Get(ctx, d.cfg.servicePrefix(service), clientv3.WithPrefix())
 	if err != nil {
 		return nil, 0, err
 	}
-	m := make(map[string]registry.Instance, len(resp.Kvs))
+	recs := make([]string, 0, len(resp.Kvs))
+	ins := make([]registry.Instance, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		d.decodeInto(m, service, string(kv.Key), kv.Value)
+		if in, ok := d.decode(service, string(kv.Key), kv.Value); ok {
+			recs, ins = append(recs, string(kv.Key)), append(ins, in)
+		}
 	}
-	return m, resp.Header.Revision, nil
+	return regutil.NewSorted(recs, ins), resp.Header.Revision, nil
 }
 
-func (d *Discovery) decodeInto(m map[string]registry.Instance, service, key string, value []byte) {
+// decode decodes the record under key, logging it when it is bad.
+func (d *Discovery) decode(service, key string, value []byte) (registry.Instance, bool) {
 	in, err := regutil.Decode(value, service)
 	if err != nil {
 		d.log.Warn("skipping bad record", "key", key, "err", err)
-		delete(m, key)
-		return
+		return registry.Instance{}, false
 	}
-	m[key] = in
+	return in, true
 }
 
 // Instances returns the instances of service sorted by Key. When etcd
@@ -417,18 +421,20 @@ func (d *Discovery) Instances(ctx context.Context, service string) ([]registry.I
 	}
 	rctx, cancel := d.cfg.requestContext(ctx)
 	defer cancel()
-	m, _, err := d.read(rctx, service)
+	set, _, err := d.read(rctx, service)
 	if err != nil {
 		return d.cache.Fallback(ctx, service, fmt.Errorf("etcd: instances of %q: %w", service, err), d.log)
 	}
-	list := regutil.List(m)
+	list := set.List() // fresh: this read's own
 	d.cache.Put(service, list)
 	return list, nil
 }
 
 // Watch delivers the full, sorted list of service's instances: first the
 // current one, then after each change, and again after a resync (watch
-// error, compaction, reconnection). An unreachable etcd is retried with
+// error, compaction, reconnection). Each list is the receiver's own slice,
+// but its instances' Tags and Meta are shared with later lists and the
+// Discovery's state: read them, do not modify them. An unreachable etcd is retried with
 // backoff and nothing is delivered meanwhile. It fails for an invalid
 // service name and with registry.ErrClosed after Close.
 func (d *Discovery) Watch(ctx context.Context, service string) (<-chan []registry.Instance, error) {
@@ -443,7 +449,7 @@ func (d *Discovery) watch(ctx context.Context, service string, feed *regutil.Fee
 	for ctx.Err() == nil {
 		reconnected := d.reconnected.C()
 		rctx, cancel := d.cfg.requestContext(ctx)
-		m, rev, err := d.read(rctx, service)
+		set, rev, err := d.read(rctx, service)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -459,20 +465,19 @@ func (d *Discovery) watch(ctx context.Context, service string, feed *regutil.Fee
 			continue
 		}
 		bo.Reset()
-		list := regutil.List(m)
-		d.cache.Put(service, list)
-		feed.Publish(list, true)
+		d.publish(service, set, feed)
 
 		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		wch := d.client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-		d.follow(ctx, service, m, wch, reconnected, feed)
+		d.follow(ctx, service, set, wch, reconnected, feed)
 		wcancel()
 	}
 }
 
-// follow applies watch events to m and publishes the list after each
-// batch, until the watch fails, reconnected fires or ctx ends.
-func (d *Discovery) follow(ctx context.Context, service string, m map[string]registry.Instance, wch clientv3.WatchChan, reconnected <-chan struct{}, feed *regutil.Feed) {
+// follow applies watch events to set and publishes the list after each
+// batch that changed it, until the watch fails, reconnected fires or ctx
+// ends. Each event costs O(log n) plus a copy of the list, not a sort.
+func (d *Discovery) follow(ctx context.Context, service string, set *regutil.Sorted, wch clientv3.WatchChan, reconnected <-chan struct{}, feed *regutil.Feed) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -487,23 +492,30 @@ func (d *Discovery) follow(ctx context.Context, service string, m map[string]reg
 				d.log.Info("watch interrupted; resynchronizing", "service", service, "err", err, "compact_revision", wr.CompactRevision)
 				return
 			}
-			if len(wr.Events) == 0 {
-				continue
-			}
+			changed := false
 			for _, ev := range wr.Events {
 				key := string(ev.Kv.Key)
-				switch ev.Type {
-				case clientv3.EventTypePut:
-					d.decodeInto(m, service, key, ev.Kv.Value)
-				case clientv3.EventTypeDelete:
-					delete(m, key)
+				if ev.Type == clientv3.EventTypePut {
+					if in, ok := d.decode(service, key, ev.Kv.Value); ok {
+						changed = set.Put(key, in) || changed
+						continue
+					}
 				}
+				changed = set.Delete(key) || changed // a delete, or a bad record
 			}
-			list := regutil.List(m)
-			d.cache.Put(service, list)
-			feed.Publish(list, false)
+			if changed {
+				d.publish(service, set, feed)
+			}
 		}
 	}
+}
+
+// publish records set's list for Instances' fallback and delivers a copy
+// of it, the instances' Tags and Meta shared.
+func (d *Discovery) publish(service string, set *regutil.Sorted, feed *regutil.Feed) {
+	list := set.List()
+	d.cache.Share(service, list)
+	feed.Send(slices.Clone(list))
 }
 
 // Close ends every watch and closes the client unless it came from

@@ -55,6 +55,26 @@ func (f *Feed) Publish(list []registry.Instance, force bool) {
 	}
 }
 
+// Send queues list for delivery like Publish with force, for backends
+// that know list differs from the last one (Sorted reports it), without
+// comparing or copying it. Send takes ownership of list; its instances'
+// Tags and Meta may be shared with other lists, which the consumer must
+// not modify. A later Publish without force compares with nothing and
+// delivers.
+func (f *Feed) Send(list []registry.Instance) {
+	if list == nil {
+		list = []registry.Instance{}
+	}
+	f.mu.Lock()
+	f.last, f.hasLast = nil, false
+	f.pending, f.has = list, true
+	f.mu.Unlock()
+	select {
+	case f.signal <- struct{}{}:
+	default:
+	}
+}
+
 // Run delivers published lists to C until ctx is done, then closes C.
 func (f *Feed) Run(ctx context.Context) {
 	defer close(f.c)

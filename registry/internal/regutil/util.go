@@ -189,6 +189,22 @@ func (c *Cache) Put(service string, list []registry.Instance) {
 	c.m[service] = list
 }
 
+// Share records list as the current list of service without copying it:
+// the caller and everyone else must never modify list or its instances'
+// Tags and Meta afterwards (a list from Sorted.List qualifies). Get still
+// returns a deep copy.
+func (c *Cache) Share(service string, list []registry.Instance) {
+	if list == nil {
+		list = []registry.Instance{}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[string][]registry.Instance)
+	}
+	c.m[service] = list
+}
+
 // Get returns a copy of the last list recorded for service.
 func (c *Cache) Get(service string) ([]registry.Instance, bool) {
 	c.mu.Lock()
