@@ -191,7 +191,8 @@ func callContext(r *http.Request) (context.Context, context.CancelFunc, error) {
 	return c, cancel, nil
 }
 
-// requestMetadata collects the metadata headers and Authorization.
+// requestMetadata collects the metadata headers and Authorization, a
+// repeated header's values combined by fleet.Metadata's rule.
 func requestMetadata(h http.Header) fleet.Metadata {
 	var md fleet.Metadata
 	for k, vs := range h {
@@ -210,7 +211,7 @@ func requestMetadata(h http.Header) fleet.Metadata {
 		if md == nil {
 			md = make(fleet.Metadata, 4)
 		}
-		md[key] = strings.Join(vs, ",")
+		md[key] = joinValues(key, vs)
 	}
 	return md
 }
