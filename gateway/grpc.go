@@ -166,6 +166,41 @@ func (g *Gateway) handleGRPCStream(ss grpc.ServerStream, name string, d server.S
 	return nil
 }
 
+// checkGRPCCodec refuses a gRPC call whose content type names a codec
+// other than protobuf (grpcCodecOK): grpc-go, with the gateway's forced
+// pass-through codec, would serve "application/grpc+foo" as protobuf and
+// answer with that content type, which the client cannot read. The
+// refusal is Internal, grpc-go's code for a content subtype with no
+// codec, sent before any message (a trailers-only response). Over
+// net/http (h2c with WithH2CToHTTP, TLS) serveHTTP refuses the call
+// itself, since grpc-go's ServeHTTP sends its status as HTTP trailers
+// that a client stopping at the content type never reads.
+func checkGRPCCodec(ctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if ct := md.Get("content-type"); len(ct) > 0 && !grpcCodecOK(ct[0]) {
+		return status.Error(codes.Internal, errGRPCCodec)
+	}
+	return nil
+}
+
+const errGRPCCodec = "grpc: the gateway's gRPC route has no codec for this content subtype (it speaks application/grpc+proto)"
+
+// grpcCodecOK reports whether a gRPC content type is protobuf's
+// ("application/grpc" or "application/grpc+proto", parameters ignored) or
+// not gRPC's at all. "application/grpc+json" is routed to the Connect
+// handler before the gRPC route sees it.
+func grpcCodecOK(ct string) bool {
+	sub, ok := strings.CutPrefix(strings.ToLower(ct), "application/grpc")
+	if !ok {
+		return true
+	}
+	if i := strings.IndexByte(sub, ';'); i >= 0 {
+		sub = sub[:i]
+	}
+	sub = strings.TrimSpace(sub)
+	return sub == "" || sub == "+proto"
+}
+
 // Cardinality violations: a unary or server-stream call whose client
 // half-closed without a request message, or sent a second one. gRPC's
 // status code table (doc/statuscodes.md in grpc/grpc) and the Connect
@@ -221,6 +256,9 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 	svc, method, ok := strings.Cut(strings.TrimPrefix(full, "/"), "/")
 	if !ok {
 		return status.Errorf(codes.Unimplemented, "malformed method name %q", full)
+	}
+	if err := checkGRPCCodec(ss.Context()); err != nil {
+		return err
 	}
 	if _, _, ok := g.fleetName(svc, method); !ok {
 		if name, sd, ok := g.fleetStream(svc, method); ok {

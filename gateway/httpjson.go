@@ -77,7 +77,16 @@ type errorBody struct {
 
 // serveHTTP routes one request of the HTTP side.
 func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+	if ct := r.Header.Get("Content-Type"); r.ProtoMajor == 2 && strings.HasPrefix(ct, "application/grpc") {
+		if !grpcCodecOK(ct) {
+			// A trailers-only answer (see checkGRPCCodec).
+			h := w.Header()
+			h.Set("Content-Type", "application/grpc")
+			h.Set("Grpc-Status", "13") // Internal
+			h.Set("Grpc-Message", errGRPCCodec)
+			w.WriteHeader(http.StatusOK)
+			return
+		}
 		g.grpc.ServeHTTP(w, r)
 		return
 	}
