@@ -426,7 +426,9 @@ func AddResponseMetadata(ctx context.Context, key, value string) bool {
 }
 
 // AddResponseTrailer is AddResponseMetadata for the response trailer
-// (see SetResponseTrailer).
+// (see SetResponseTrailer). In a stream handler it joins the stream's
+// ResponseTrailer when the handler returns (a key set both ways gets the
+// stream's values first).
 func AddResponseTrailer(ctx context.Context, key, value string) bool {
 	ci := CallInfoFrom(ctx)
 	if ci == nil {
@@ -442,8 +444,10 @@ func AddResponseTrailer(ctx context.Context, key, value string) bool {
 // SetResponseTrailer sets key to value in the response trailer of the
 // call ctx belongs to (CallInfo.ResponseTrailer: gRPC and Connect
 // trailers through the gateway, merged into the response metadata on the
-// native protocol). It reports false outside a server handler. Like
-// SetResponseMetadata, it is not safe for concurrent use on one call.
+// native protocol; in a stream handler it joins the stream's
+// ResponseTrailer when the handler returns, as AddResponseTrailer does).
+// It reports false outside a server handler. Like SetResponseMetadata,
+// it is not safe for concurrent use on one call.
 func SetResponseTrailer(ctx context.Context, key, value string) bool {
 	ci := CallInfoFrom(ctx)
 	if ci == nil {

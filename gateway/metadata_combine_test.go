@@ -33,7 +33,8 @@ var (
 // stream) report the request metadata "x-multi" and "x-multi-bin" as
 // response metadata "seen" and "seen-bin", and answer with headers and
 // trailers of two values each, added with fleet.AddResponseMetadata and
-// fleet.AddResponseTrailer (Watch: its ResponseTrailer's Add).
+// fleet.AddResponseTrailer (Watch: its ResponseTrailer's Add, and
+// fleet.AddResponseTrailer for "ctx-trailer").
 func startMulti(t *testing.T, opts ...gateway.Option) string {
 	t.Helper()
 	srv := server.New(server.WithLogger(discard()))
@@ -47,6 +48,8 @@ func startMulti(t *testing.T, opts ...gateway.Option) string {
 		fleet.AddResponseMetadata(ctx, "multi", "b")
 		fleet.AddResponseMetadata(ctx, "blob-bin", base64.RawStdEncoding.EncodeToString([]byte(bin1)))
 		fleet.AddResponseMetadata(ctx, "blob-bin", base64.StdEncoding.EncodeToString([]byte(bin2)))
+		fleet.AddResponseTrailer(ctx, "ctx-trailer", "e")
+		fleet.AddResponseTrailer(ctx, "ctx-trailer", "f")
 	}
 	err := server.Handle(srv, "Multi", "Say", func(ctx context.Context, in, out *benchpb.BenchmarkMessage) error {
 		echo(ctx)
@@ -119,6 +122,7 @@ func TestMetadataCombineGRPC(t *testing.T) {
 			{hdr, "multi", []string{"a, b"}},
 			{hdr, "blob-bin", []string{bin1, bin2}},
 			{tr, "multi-trailer", []string{"c, d"}},
+			{tr, "ctx-trailer", []string{"e, f"}},
 		} {
 			if got := c.md.Get(c.key); !slices.Equal(got, c.want) {
 				t.Errorf("%s = %q, want %q", c.key, got, c.want)
@@ -227,6 +231,7 @@ func TestMetadataCombineConnect(t *testing.T) {
 					{hdr, "Seen-Bin", []string{b1 + "," + b2}},
 					{hdr, "Multi", []string{"a, b"}},
 					{tr, "Multi-Trailer", []string{"c, d"}},
+					{tr, "Ctx-Trailer", []string{"e, f"}},
 				} {
 					if got := c.h.Values(c.key); !slices.Equal(got, c.want) {
 						t.Errorf("%s = %q, want %q", c.key, got, c.want)
@@ -311,7 +316,7 @@ func TestMetadataCombineHTTP(t *testing.T) {
 			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d, body %v, %v", resp.StatusCode, body, err)
 			}
-			for key, want := range map[string]string{"Seen": "v1, v2", "Multi": "a, b", "Multi-Trailer": "c, d"} {
+			for key, want := range map[string]string{"Seen": "v1, v2", "Multi": "a, b", "Multi-Trailer": "c, d", "Ctx-Trailer": "e, f"} {
 				if got := resp.Header.Values(gateway.MetadataHeaderPrefix + key); !slices.Equal(got, []string{want}) {
 					t.Errorf("%s = %q, want %q", key, got, want)
 				}
