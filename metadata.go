@@ -21,9 +21,10 @@ import (
 // rule (RFC 9110, section 5.3): joined with ", ". The gateway's routes
 // (gRPC, Connect, gRPC-Web, HTTP/JSON, JSON-RPC) combine request headers
 // so, and Add, AddResponseMetadata and AddResponseTrailer append so; the
-// gateway writes such a value as one header line, which HTTP, gRPC and
-// Connect clients read as the list of values. A value holding ", " of its
-// own cannot be told apart from two values, as in HTTP. Keys ending in
+// gateway writes such a value as one header line, which by HTTP's rule
+// means the same as one line per value (grpc-go and connect-go clients
+// see the one combined value). A value holding ", " of its own cannot be
+// told apart from two values, as in HTTP. Keys ending in
 // "-bin" (gRPC's binary headers) hold their values as base64 text on
 // every gateway route (gRPC's own encoding: the gRPC route encodes the
 // bytes grpc-go decoded with base64.RawStdEncoding and decodes a
