@@ -130,7 +130,7 @@ func (g *Gateway) handleGRPCStream(ss grpc.ServerStream, name string, d server.S
 				return nil, fleetError(err)
 			}
 			if d.Kind == server.ServerStreaming {
-				if err := recvEnd(ss); err != nil {
+				if err := recvEnd(ss, new(rawFrame)); err != nil {
 					return nil, err
 				}
 			}
@@ -176,8 +176,7 @@ func (g *Gateway) handleGRPCStream(ss grpc.ServerStream, name string, d server.S
 // itself, since grpc-go's ServeHTTP sends its status as HTTP trailers
 // that a client stopping at the content type never reads.
 func checkGRPCCodec(ctx context.Context) error {
-	md, _ := metadata.FromIncomingContext(ctx)
-	if ct := md.Get("content-type"); len(ct) > 0 && !grpcCodecOK(ct[0]) {
+	if ct := metadata.ValueFromIncomingContext(ctx, "content-type"); len(ct) > 0 && !grpcCodecOK(ct[0]) {
 		return status.Error(codes.Internal, errGRPCCodec)
 	}
 	return nil
@@ -218,12 +217,12 @@ var (
 // stream's failure (as a *fleet.Error). It waits for the half-close,
 // which a gRPC client sends with or right after the request, as grpc-go
 // does for its own unary and server-stream methods; the second message
-// is read within the same receive limit as the first. Both callers read
-// it once the caller's token has been checked (a unary call's from
-// Server.Invoke's CodecFor, a server stream's from its first Recv).
-func recvEnd(ss grpc.ServerStream) error {
-	var extra rawFrame
-	switch err := ss.RecvMsg(&extra); err {
+// is read into extra, within the same receive limit as the first. Both
+// callers read it once the caller's token has been checked (a unary
+// call's from Server.Invoke's CodecFor, a server stream's from its first
+// Recv).
+func recvEnd(ss grpc.ServerStream, extra *rawFrame) error {
+	switch err := ss.RecvMsg(extra); err {
 	case io.EOF:
 		return nil
 	case nil:
@@ -265,19 +264,22 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 			return g.handleGRPCStream(ss, name, sd)
 		}
 	}
-	var in rawFrame
-	if err := ss.RecvMsg(&in); err != nil {
+	// The request and, for recvEnd, room for a second one: one
+	// allocation for both.
+	fr := new([2]rawFrame)
+	in := &fr[0]
+	if err := ss.RecvMsg(in); err != nil {
 		if err == io.EOF {
 			return grpcStatus(errNoRequest)
 		}
 		return err
 	}
 	ctx := ss.Context()
-	call := &server.Call{Service: svc, Method: method, Payload: in, Metadata: grpcMetadata(ctx), Route: fleet.RouteGRPC,
+	call := &server.Call{Service: svc, Method: method, Payload: *in, Metadata: grpcMetadata(ctx), Route: fleet.RouteGRPC,
 		CodecFor: func(d server.MethodDesc) (codec.Codec, error) {
 			// After auth and admission: the client's half-close, not a
 			// second request.
-			if err := recvEnd(ss); err != nil {
+			if err := recvEnd(ss, &fr[1]); err != nil {
 				return nil, err
 			}
 			if isProto(d.ArgType) && isProto(d.ReplyType) {
