@@ -87,7 +87,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusOK)
 			return
 		}
-		g.grpc.ServeHTTP(w, r)
+		g.serveGRPCHTTP(w, r)
 		return
 	}
 	rc := http.NewResponseController(w)
