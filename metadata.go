@@ -15,7 +15,54 @@ import (
 // concurrent mutation.
 //
 // Keys that begin with "fleet-" are reserved for the framework.
+//
+// One value per key: a key that arrives more than once holds its values
+// combined into one, in the order they arrived, by HTTP's field-combination
+// rule (RFC 9110, section 5.3): joined with ", ". The gateway's routes
+// (gRPC, Connect, gRPC-Web, HTTP/JSON, JSON-RPC) combine request headers
+// so, and Add, AddResponseMetadata and AddResponseTrailer append so; the
+// gateway writes such a value as one header line, which by HTTP's rule
+// means the same as one line per value (grpc-go and connect-go clients
+// see the one combined value). A value holding ", " of its own cannot be
+// told apart from two values, as in HTTP. Keys ending in
+// "-bin" (gRPC's binary headers) hold their values as base64 text on
+// every gateway route (gRPC's own encoding: the gRPC route encodes the
+// bytes grpc-go decoded with base64.RawStdEncoding and decodes a
+// response's before handing them to grpc-go), so that repeated ones are
+// joined with "," (no space) into gRPC's comma-separated form, never as
+// raw bytes. On the native protocol a key sent twice (AppendOutgoingMetadata)
+// keeps its last value: there a later pair overrides, it does not add.
 type Metadata map[string]string
+
+// Add appends value to key's value: key is set to value when md has no
+// such key, else to the old value, ", " and value (for a key ending in
+// "-bin", "," and value, the base64 values in gRPC's comma-separated form).
+// md must not be nil.
+func (md Metadata) Add(key, value string) {
+	old, ok := md[key]
+	if !ok {
+		md[key] = value
+		return
+	}
+	md[key] = old + MetadataSeparator(key) + value
+}
+
+// MetadataSeparator returns what joins the values of a key that holds
+// more than one (see Metadata): "," for a key ending in "-bin" (gRPC's
+// binary headers, base64 values), ", " otherwise (RFC 9110, section 5.3).
+func MetadataSeparator(key string) string {
+	if IsBinaryKey(key) {
+		return ","
+	}
+	return ", "
+}
+
+// IsBinaryKey reports whether key names a gRPC binary header: it ends in
+// "-bin" (in any case), and its value is base64 text.
+func IsBinaryKey(key string) bool {
+	n := len(key)
+	return n >= 4 && key[n-4] == '-' && (key[n-3]|0x20) == 'b' && (key[n-2]|0x20) == 'i' && (key[n-1]|0x20) == 'n'
+}
 
 // Clone returns a copy of md; nil for nil.
 func (md Metadata) Clone() Metadata {
@@ -362,11 +409,46 @@ func SetResponseMetadata(ctx context.Context, key, value string) bool {
 	return true
 }
 
+// AddResponseMetadata appends value to key in the response metadata of
+// the call ctx belongs to, as Metadata.Add does (joined with ", " to a
+// value already set; "," for a "-bin" key): a header sent with several
+// values. It reports false outside a server handler. Like
+// SetResponseMetadata, it is not safe for concurrent use on one call.
+func AddResponseMetadata(ctx context.Context, key, value string) bool {
+	ci := CallInfoFrom(ctx)
+	if ci == nil {
+		return false
+	}
+	if ci.ResponseMetadata == nil {
+		ci.ResponseMetadata = make(Metadata, 2)
+	}
+	ci.ResponseMetadata.Add(key, value)
+	return true
+}
+
+// AddResponseTrailer is AddResponseMetadata for the response trailer
+// (see SetResponseTrailer). In a stream handler it joins the stream's
+// ResponseTrailer when the handler returns (a key set both ways gets the
+// stream's values first).
+func AddResponseTrailer(ctx context.Context, key, value string) bool {
+	ci := CallInfoFrom(ctx)
+	if ci == nil {
+		return false
+	}
+	if ci.ResponseTrailer == nil {
+		ci.ResponseTrailer = make(Metadata, 2)
+	}
+	ci.ResponseTrailer.Add(key, value)
+	return true
+}
+
 // SetResponseTrailer sets key to value in the response trailer of the
 // call ctx belongs to (CallInfo.ResponseTrailer: gRPC and Connect
 // trailers through the gateway, merged into the response metadata on the
-// native protocol). It reports false outside a server handler. Like
-// SetResponseMetadata, it is not safe for concurrent use on one call.
+// native protocol; in a stream handler it joins the stream's
+// ResponseTrailer when the handler returns, as AddResponseTrailer does).
+// It reports false outside a server handler. Like SetResponseMetadata,
+// it is not safe for concurrent use on one call.
 func SetResponseTrailer(ctx context.Context, key, value string) bool {
 	ci := CallInfoFrom(ctx)
 	if ci == nil {

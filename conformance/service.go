@@ -21,9 +21,10 @@ const Service = "connectrpc.conformance.v1.ConformanceService"
 // server.Handle and its stream siblings, answering as the suite's
 // reference server does (connectrpc.com/conformance, docs/testing_servers.md):
 // the request echoed back in the payload, response data, delays and errors
-// as each request's response definition asks. Response headers and
-// trailers both become Fleet response metadata (a unary call's) or the
-// stream's trailer: Fleet has one set of response metadata per call.
+// as each request's response definition asks. Response headers become
+// the call's response metadata (fleet.AddResponseMetadata), response
+// trailers its response trailer (fleet.AddResponseTrailer, or a stream's
+// ResponseTrailer), a header of several values one combined value.
 // Unimplemented is left unregistered, so it is unimplemented. It returns
 // the first registration error.
 func Register(srv *server.Server) error {
@@ -45,7 +46,9 @@ func Register(srv *server.Server) error {
 }
 
 // requestInfo is what the handler saw of the call: its metadata (the
-// request headers the gateway passes on), its timeout, its requests.
+// request headers the gateway passes on; a header sent several times is
+// one value, its values joined with ", " by fleet.Metadata's rule, which
+// the suite's checker splits again), its timeout, its requests.
 func requestInfo(ctx context.Context, reqs ...proto.Message) *v1.ConformancePayload_RequestInfo {
 	info := &v1.ConformancePayload_RequestInfo{}
 	for k, v := range fleet.IncomingMetadata(ctx) {
@@ -65,7 +68,8 @@ func requestInfo(ctx context.Context, reqs ...proto.Message) *v1.ConformancePayl
 }
 
 // setHeaders puts a definition's response headers and trailers into the
-// call's response metadata.
+// call's response metadata: each value added (fleet.Metadata.Add), so a
+// header of three values goes out as one line "v1, v2, v3".
 func setHeaders(ctx context.Context, set func(k, v string), hs ...[]*v1.Header) {
 	for _, h := range hs {
 		for _, kv := range h {
@@ -120,8 +124,8 @@ func unary(ctx context.Context, def *v1.UnaryResponseDefinition, reqs ...proto.M
 	if def == nil {
 		return p, nil
 	}
-	setHeaders(ctx, func(k, v string) { fleet.SetResponseMetadata(ctx, k, v) }, def.GetResponseHeaders())
-	setHeaders(ctx, func(k, v string) { fleet.SetResponseTrailer(ctx, k, v) }, def.GetResponseTrailers())
+	setHeaders(ctx, func(k, v string) { fleet.AddResponseMetadata(ctx, k, v) }, def.GetResponseHeaders())
+	setHeaders(ctx, func(k, v string) { fleet.AddResponseTrailer(ctx, k, v) }, def.GetResponseTrailers())
 	if err := sleep(ctx, def.GetResponseDelayMs()); err != nil {
 		return nil, err
 	}
@@ -138,8 +142,8 @@ func serverStream(ctx context.Context, req *v1.ServerStreamRequest, st *server.S
 		return nil
 	}
 	tr := st.ResponseTrailer()
-	setHeaders(ctx, func(k, v string) { fleet.SetResponseMetadata(ctx, k, v) }, def.GetResponseHeaders())
-	setHeaders(ctx, func(k, v string) { tr[k] = v }, def.GetResponseTrailers())
+	setHeaders(ctx, func(k, v string) { fleet.AddResponseMetadata(ctx, k, v) }, def.GetResponseHeaders())
+	setHeaders(ctx, tr.Add, def.GetResponseTrailers())
 	for i, data := range def.GetResponseData() {
 		resp := &v1.ServerStreamResponse{Payload: &v1.ConformancePayload{Data: data}}
 		if i == 0 {
@@ -189,8 +193,8 @@ func unaryStream(ctx context.Context, tr fleet.Metadata, def *v1.UnaryResponseDe
 	if def == nil {
 		return p, nil
 	}
-	setHeaders(ctx, func(k, v string) { fleet.SetResponseMetadata(ctx, k, v) }, def.GetResponseHeaders())
-	setHeaders(ctx, func(k, v string) { tr[k] = v }, def.GetResponseTrailers())
+	setHeaders(ctx, func(k, v string) { fleet.AddResponseMetadata(ctx, k, v) }, def.GetResponseHeaders())
+	setHeaders(ctx, tr.Add, def.GetResponseTrailers())
 	if err := sleep(ctx, def.GetResponseDelayMs()); err != nil {
 		return nil, err
 	}
@@ -232,8 +236,8 @@ func bidiStream(ctx context.Context, st *server.BidiStream[v1.BidiStreamRequest,
 			first = false
 			def, fullDuplex = req.GetResponseDefinition(), req.GetFullDuplex()
 			tr := st.ResponseTrailer()
-			setHeaders(ctx, func(k, v string) { fleet.SetResponseMetadata(ctx, k, v) }, def.GetResponseHeaders())
-			setHeaders(ctx, func(k, v string) { tr[k] = v }, def.GetResponseTrailers())
+			setHeaders(ctx, func(k, v string) { fleet.AddResponseMetadata(ctx, k, v) }, def.GetResponseHeaders())
+			setHeaders(ctx, tr.Add, def.GetResponseTrailers())
 		}
 		if fullDuplex {
 			if n >= len(def.GetResponseData()) {

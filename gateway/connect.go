@@ -493,8 +493,9 @@ var notMetadata = map[string]bool{
 // connectMetadata turns request headers into Fleet metadata: every header
 // but the protocols' own (Connect-*, Grpc-*, Content-*, ...) and those
 // browsers add (Sec-*, Accept-*, Origin, Cookie, ...), keys lower-cased,
-// repeated values joined with ",". Authorization is the metadata key
-// fleet.AuthKey.
+// a repeated key's values combined by fleet.Metadata's rule (joined with
+// ", ", "," for a "-bin" key, whose values stay the base64 text sent).
+// Authorization is the metadata key fleet.AuthKey.
 func connectMetadata(h interface {
 	All() iter.Seq2[string, []string]
 }) fleet.Metadata {
@@ -508,7 +509,7 @@ func connectMetadata(h interface {
 		if md == nil {
 			md = make(fleet.Metadata, 4)
 		}
-		md[k] = strings.Join(vs, ",")
+		md[k] = joinValues(k, vs)
 	}
 	return md
 }
@@ -527,7 +528,8 @@ func (h httpHeaderAll) All() iter.Seq2[string, []string] {
 }
 
 // setConnectMetadata writes response metadata into response headers (a
-// unary call) or trailers (a stream).
+// unary call) or trailers (a stream): one header line per key, a combined
+// value (fleet.Metadata.Add) as it is, which clients read as its list.
 func setConnectMetadata(h *connect.Header, md fleet.Metadata) {
 	for k, v := range md {
 		h.Set(k, v)

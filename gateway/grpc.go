@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"io"
 	"reflect"
@@ -121,9 +122,17 @@ func (g *Gateway) handleGRPCStream(ss grpc.ServerStream, name string, d server.S
 			var in rawFrame
 			if err := ss.RecvMsg(&in); err != nil {
 				if err == io.EOF {
+					if d.Kind == server.ServerStreaming {
+						return nil, errNoRequest
+					}
 					return nil, io.EOF
 				}
 				return nil, fleetError(err)
+			}
+			if d.Kind == server.ServerStreaming {
+				if err := recvEnd(ss, new(rawFrame)); err != nil {
+					return nil, err
+				}
 			}
 			return in, nil
 		},
@@ -138,7 +147,7 @@ func (g *Gateway) handleGRPCStream(ss grpc.ServerStream, name string, d server.S
 			if len(md) == 0 {
 				return nil // grpc-go sends the (empty) headers itself
 			}
-			if err := ss.SendHeader(metadata.New(md)); err != nil {
+			if err := ss.SendHeader(grpcOutgoing(md)); err != nil {
 				return fleetError(err)
 			}
 			return nil
@@ -149,12 +158,78 @@ func (g *Gateway) handleGRPCStream(ss grpc.ServerStream, name string, d server.S
 	}
 	trailer, err := g.srv.InvokeStream(ctx, call)
 	if len(trailer) > 0 {
-		ss.SetTrailer(metadata.New(trailer))
+		ss.SetTrailer(grpcOutgoing(trailer))
 	}
 	if err != nil {
 		return grpcStatus(err)
 	}
 	return nil
+}
+
+// checkGRPCCodec refuses a gRPC call whose content type names a codec
+// other than protobuf (grpcCodecOK): grpc-go, with the gateway's forced
+// pass-through codec, would serve "application/grpc+foo" as protobuf and
+// answer with that content type, which the client cannot read. The
+// refusal is Internal, grpc-go's code for a content subtype with no
+// codec, sent before any message (a trailers-only response). Over
+// net/http (h2c with WithH2CToHTTP, TLS) serveHTTP refuses the call
+// itself, since grpc-go's ServeHTTP sends its status as HTTP trailers
+// that a client stopping at the content type never reads.
+func checkGRPCCodec(ctx context.Context) error {
+	if ct := metadata.ValueFromIncomingContext(ctx, "content-type"); len(ct) > 0 && !grpcCodecOK(ct[0]) {
+		return status.Error(codes.Internal, errGRPCCodec)
+	}
+	return nil
+}
+
+const errGRPCCodec = "grpc: the gateway's gRPC route has no codec for this content subtype (it speaks application/grpc+proto)"
+
+// grpcCodecOK reports whether a gRPC content type is protobuf's
+// ("application/grpc" or "application/grpc+proto", parameters ignored) or
+// not gRPC's at all. "application/grpc+json" is routed to the Connect
+// handler before the gRPC route sees it.
+func grpcCodecOK(ct string) bool {
+	sub, ok := strings.CutPrefix(strings.ToLower(ct), "application/grpc")
+	if !ok {
+		return true
+	}
+	if i := strings.IndexByte(sub, ';'); i >= 0 {
+		sub = sub[:i]
+	}
+	sub = strings.TrimSpace(sub)
+	return sub == "" || sub == "+proto"
+}
+
+// Cardinality violations: a unary or server-stream call whose client
+// half-closed without a request message, or sent a second one. gRPC's
+// status code table (doc/statuscodes.md in grpc/grpc) and the Connect
+// conformance suite call for Unimplemented; grpc-go answers its own
+// registered methods with Internal, but the gateway's methods all reach
+// its unknown-service handler, which sees a bidi stream and checks
+// itself.
+var (
+	errNoRequest    = fleet.NewError(fleet.Unimplemented, "cardinality violation: no request message for a non-client-streaming method")
+	errManyRequests = fleet.NewError(fleet.Unimplemented, "cardinality violation: more than one request message for a non-client-streaming method")
+)
+
+// recvEnd reads what follows a non-client-streaming call's request: the
+// client's half-close (nil), a second message (errManyRequests), or the
+// stream's failure (as a *fleet.Error). It waits for the half-close,
+// which a gRPC client sends with or right after the request, as grpc-go
+// does for its own unary and server-stream methods; the second message
+// is read into extra, within the same receive limit as the first. Both
+// callers read it once the caller's token has been checked (a unary
+// call's from Server.Invoke's CodecFor, a server stream's from its first
+// Recv).
+func recvEnd(ss grpc.ServerStream, extra *rawFrame) error {
+	switch err := ss.RecvMsg(extra); err {
+	case io.EOF:
+		return nil
+	case nil:
+		return errManyRequests
+	default:
+		return fleetError(err)
+	}
 }
 
 // fleetError turns an error of grpc-go's stream (a status, or io.EOF when
@@ -181,18 +256,32 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 	if !ok {
 		return status.Errorf(codes.Unimplemented, "malformed method name %q", full)
 	}
+	if err := checkGRPCCodec(ss.Context()); err != nil {
+		return err
+	}
 	if _, _, ok := g.fleetName(svc, method); !ok {
 		if name, sd, ok := g.fleetStream(svc, method); ok {
 			return g.handleGRPCStream(ss, name, sd)
 		}
 	}
-	var in rawFrame
-	if err := ss.RecvMsg(&in); err != nil {
+	// The request and, for recvEnd, room for a second one: one
+	// allocation for both.
+	fr := new([2]rawFrame)
+	in := &fr[0]
+	if err := ss.RecvMsg(in); err != nil {
+		if err == io.EOF {
+			return grpcStatus(errNoRequest)
+		}
 		return err
 	}
 	ctx := ss.Context()
-	call := &server.Call{Service: svc, Method: method, Payload: in, Metadata: grpcMetadata(ctx), Route: fleet.RouteGRPC,
+	call := &server.Call{Service: svc, Method: method, Payload: *in, Metadata: grpcMetadata(ctx), Route: fleet.RouteGRPC,
 		CodecFor: func(d server.MethodDesc) (codec.Codec, error) {
+			// After auth and admission: the client's half-close, not a
+			// second request.
+			if err := recvEnd(ss, &fr[1]); err != nil {
+				return nil, err
+			}
 			if isProto(d.ArgType) && isProto(d.ReplyType) {
 				return codec.ProtobufCodec{}, nil
 			}
@@ -210,10 +299,10 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 	}
 	reply, rmd, err := g.srv.Invoke(ctx, call)
 	if len(rmd) > 0 {
-		_ = ss.SetHeader(metadata.New(rmd))
+		_ = ss.SetHeader(grpcOutgoing(rmd))
 	}
 	if len(call.Trailer) > 0 {
-		ss.SetTrailer(metadata.New(call.Trailer))
+		ss.SetTrailer(grpcOutgoing(call.Trailer))
 	}
 	if err != nil {
 		code := GRPCCode(fleet.CodeOf(err))
@@ -249,8 +338,10 @@ func goMessagesOf(at, rt reflect.Type) (args, reply *goMessage, err error) {
 
 // grpcMetadata turns the incoming gRPC metadata into Fleet metadata,
 // leaving out HTTP/2 pseudo-headers and the headers of the gRPC protocol
-// itself (content-type, te, user-agent, grpc-*); repeated values are
-// joined with ",".
+// itself (content-type, te, user-agent, grpc-*). A repeated key's values
+// are combined by fleet.Metadata's rule (joined with ", "); a "-bin"
+// key's values, which grpc-go hands over decoded, are encoded again
+// (base64.RawStdEncoding) and joined with ",".
 func grpcMetadata(ctx context.Context) fleet.Metadata {
 	in, ok := metadata.FromIncomingContext(ctx)
 	if !ok {
@@ -268,9 +359,66 @@ func grpcMetadata(ctx context.Context) fleet.Metadata {
 		if md == nil {
 			md = make(fleet.Metadata, len(in))
 		}
-		md[k] = strings.Join(vs, ",")
+		if fleet.IsBinaryKey(k) {
+			enc := make([]string, len(vs))
+			for i, v := range vs {
+				enc[i] = base64.RawStdEncoding.EncodeToString([]byte(v))
+			}
+			vs = enc
+		}
+		md[k] = joinValues(k, vs)
 	}
 	return md
+}
+
+// joinValues combines the values a header key arrived with into one
+// Fleet metadata value (fleet.Metadata's rule: ", ", or "," for a "-bin"
+// key). One value is returned as it is.
+func joinValues(k string, vs []string) string {
+	if len(vs) == 1 {
+		return vs[0]
+	}
+	return strings.Join(vs, fleet.MetadataSeparator(k))
+}
+
+// grpcOutgoing turns Fleet response metadata into grpc-go's: keys
+// lower-cased, each value one header line (a combined value stays one
+// line, which gRPC clients read as its list). A "-bin" key's value is
+// base64 text, possibly comma-separated: each part is decoded (padded or
+// not) for grpc-go, which encodes it again; a value that is not base64
+// is handed over as it is.
+func grpcOutgoing(md fleet.Metadata) metadata.MD {
+	out := make(metadata.MD, len(md))
+	for k, v := range md {
+		k = strings.ToLower(k)
+		if fleet.IsBinaryKey(k) {
+			if bs, ok := decodeBinValues(v); ok {
+				out[k] = append(out[k], bs...)
+				continue
+			}
+		}
+		out[k] = append(out[k], v)
+	}
+	return out
+}
+
+// decodeBinValues decodes a "-bin" value: base64 parts separated by
+// commas, padded or not, as gRPC's specification allows.
+func decodeBinValues(v string) ([]string, bool) {
+	var out []string
+	for part := range strings.SplitSeq(v, ",") {
+		part = strings.TrimSpace(part)
+		enc := base64.RawStdEncoding
+		if strings.HasSuffix(part, "=") {
+			enc = base64.StdEncoding
+		}
+		b, err := enc.DecodeString(part)
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, string(b))
+	}
+	return out, true
 }
 
 // GRPCCode returns the gRPC status code of a Fleet code: codes 0 to 16 are

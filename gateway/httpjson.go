@@ -77,8 +77,17 @@ type errorBody struct {
 
 // serveHTTP routes one request of the HTTP side.
 func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
-		g.grpc.ServeHTTP(w, r)
+	if ct := r.Header.Get("Content-Type"); r.ProtoMajor == 2 && strings.HasPrefix(ct, "application/grpc") {
+		if !grpcCodecOK(ct) {
+			// A trailers-only answer (see checkGRPCCodec).
+			h := w.Header()
+			h.Set("Content-Type", "application/grpc")
+			h.Set("Grpc-Status", "13") // Internal
+			h.Set("Grpc-Message", errGRPCCodec)
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		g.serveGRPCHTTP(w, r)
 		return
 	}
 	rc := http.NewResponseController(w)
@@ -191,7 +200,8 @@ func callContext(r *http.Request) (context.Context, context.CancelFunc, error) {
 	return c, cancel, nil
 }
 
-// requestMetadata collects the metadata headers and Authorization.
+// requestMetadata collects the metadata headers and Authorization, a
+// repeated header's values combined by fleet.Metadata's rule.
 func requestMetadata(h http.Header) fleet.Metadata {
 	var md fleet.Metadata
 	for k, vs := range h {
@@ -210,7 +220,7 @@ func requestMetadata(h http.Header) fleet.Metadata {
 		if md == nil {
 			md = make(fleet.Metadata, 4)
 		}
-		md[key] = strings.Join(vs, ",")
+		md[key] = joinValues(key, vs)
 	}
 	return md
 }

@@ -277,6 +277,12 @@ func (st *serverStream) serve(h *streamHandler) error {
 	if st.local != nil && st.local.SendHeader != nil && !st.headerSent {
 		_ = st.sendHeader()
 	}
+	// A trailer set through the context (fleet.SetResponseTrailer,
+	// fleet.AddResponseTrailer) joins the stream's ResponseTrailer; a key
+	// set both ways gets both values, the stream's first (Metadata.Add).
+	for k, v := range st.info.ResponseTrailer {
+		st.trailers().Add(k, v)
+	}
 	// Response metadata set with fleet.SetResponseMetadata travels as
 	// trailers too (natively; on a front end with stream headers only the
 	// keys set after the headers went out); keys set on ResponseTrailer
