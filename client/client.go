@@ -116,11 +116,12 @@ func newClient(nc net.Conn, o options) *Client {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
+	rw := transport.Raw(nc) // reads and writes without waking sysmon
 	c := &Client{
 		opts:    o,
 		nc:      nc,
-		r:       protocol.NewReader(nc, o.readBuf, o.limits),
-		w:       transport.NewWriter(nc, o.writeTimeout, 0),
+		r:       protocol.NewReader(rw, o.readBuf, o.limits),
+		w:       transport.NewWriter(rw, o.writeTimeout, 0),
 		pending: make(map[uint64]*Call),
 		done:    make(chan struct{}),
 	}

@@ -74,8 +74,9 @@ func (s *Server) serveConn(nc net.Conn) {
 	}
 	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr(), local: nc.LocalAddr(), acked: make(chan struct{}), drained: make(chan struct{}, 1), readDone: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.r = protocol.NewReader(nc, s.opts.readBuf, s.opts.limits)
-	c.w = transport.NewWriter(nc, s.opts.writeTimeout, 0)
+	rw := transport.Raw(nc) // reads and writes without waking sysmon
+	c.r = protocol.NewReader(rw, s.opts.readBuf, s.opts.limits)
+	c.w = transport.NewWriter(rw, s.opts.writeTimeout, 0)
 	s.mu.Lock()
 	if s.shutdown.Load() {
 		s.mu.Unlock()
