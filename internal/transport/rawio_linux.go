@@ -15,22 +15,26 @@ import (
 // rawSupported reports whether Raw wraps connections on this build.
 const rawSupported = true
 
-// Raw returns a net.Conn whose Read and Write go to the socket of c, a
-// *net.TCPConn or *net.UnixConn, with syscall.RawSyscall inside
-// syscall.RawConn's Read and Write: the runtime's poller still waits for
-// the socket (and enforces deadlines) exactly as for c.Read and c.Write,
-// but the read and write system calls themselves do not go through the
-// runtime's syscall entry. That entry wakes the runtime's monitor thread
-// (sysmon) whenever it sleeps because every P was idle, which is the
-// state of a process between the calls of a serial caller: one futex
-// wake, two context switches and a nanosleep per call on each side. The
-// socket is non-blocking, so a raw read or write returns at once (EAGAIN
-// when it would block, and the poller then waits). Other connections
-// (TLS, in-memory pipes, wrappers) are returned unchanged, as is c when
-// its raw connection is not available. Every other method is c's.
+// Raw returns a net.Conn whose Read and Write, while SetSerial has turned
+// serial mode on, go to the socket of c, a *net.TCPConn or *net.UnixConn,
+// with syscall.RawSyscall inside syscall.RawConn's Read and Write: the
+// runtime's poller still waits for the socket (and enforces deadlines)
+// exactly as for c.Read and c.Write, but the read and write system calls
+// themselves do not go through the runtime's syscall entry. That entry
+// wakes the runtime's monitor thread (sysmon) whenever it sleeps because
+// every P was idle, which is the state of a process between the calls of
+// a serial caller: one futex wake, two context switches and a nanosleep
+// per call on each side. With many calls in flight the Ps are busy, sysmon
+// is awake anyway, and the plain reads and writes measured faster (1
+// connection x 1000 callers), so serial mode is off by default and the
+// owner turns it on for a serial caller only. The socket is non-blocking,
+// so a raw read or write returns at once (EAGAIN when it would block, and
+// the poller then waits). Other connections (TLS, in-memory pipes,
+// wrappers) are returned unchanged, as is c when its raw connection is not
+// available. Every other method is c's.
 //
 // Read is for one goroutine at a time (as a connection's read loop
-// uses it); Write is safe for concurrent use.
+// uses it); Write and SetSerial are safe for concurrent use.
 func Raw(c net.Conn) net.Conn {
 	switch c.(type) {
 	case *net.TCPConn, *net.UnixConn:
@@ -54,7 +58,8 @@ var ioSync atomic.Uint64
 
 type rawConn struct {
 	net.Conn
-	rc syscall.RawConn
+	rc     syscall.RawConn
+	serial atomic.Bool // read and write with raw system calls
 
 	// The read in progress (one reader at a time).
 	readFn func(fd uintptr) bool // r.readRaw, made once
@@ -86,8 +91,12 @@ func (r *rawConn) readRaw(fd uintptr) bool {
 
 // Read reads into b as net.Conn's Read does: io.EOF at the peer's end.
 func (r *rawConn) Read(b []byte) (int, error) {
-	if len(b) == 0 {
-		return 0, nil
+	if !r.serial.Load() || len(b) == 0 {
+		n, err := r.Conn.Read(b)
+		if raceEnabled {
+			ioSync.Load()
+		}
+		return n, err
 	}
 	r.rbuf, r.rn, r.rerr = b, 0, 0
 	err := r.rc.Read(r.readFn)
@@ -127,8 +136,11 @@ func (r *rawConn) writeRaw(fd uintptr) bool {
 
 // Write writes all of b, as net.Conn's Write does.
 func (r *rawConn) Write(b []byte) (int, error) {
-	if len(b) == 0 {
-		return 0, nil
+	if !r.serial.Load() || len(b) == 0 {
+		if raceEnabled {
+			ioSync.Add(1)
+		}
+		return r.Conn.Write(b)
 	}
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
@@ -157,4 +169,14 @@ func (r *rawConn) opError(op string, err error) error {
 		err = oe.Err
 	}
 	return &net.OpError{Op: op, Net: r.LocalAddr().Network(), Source: r.LocalAddr(), Addr: r.RemoteAddr(), Err: err}
+}
+
+// SetSerial turns serial mode (raw reads and writes, see Raw) on or off
+// for c, a connection Raw returned; for any other connection it does
+// nothing. It only writes when the mode changes, so calling it per call
+// is cheap.
+func SetSerial(c net.Conn, on bool) {
+	if r, ok := c.(*rawConn); ok && r.serial.Load() != on {
+		r.serial.Store(on)
+	}
 }

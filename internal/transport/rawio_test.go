@@ -3,6 +3,7 @@ package transport_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -15,8 +16,9 @@ import (
 )
 
 // rawPair returns the two ends of a connection over network ("tcp" or
-// "unix"), the dialling end wrapped by transport.Raw.
-func rawPair(t *testing.T, network string) (raw, peer net.Conn) {
+// "unix"), the dialling end wrapped by transport.Raw, in serial mode
+// (raw system calls) when serial is set.
+func rawPair(t *testing.T, network string, serial bool) (raw, peer net.Conn) {
 	t.Helper()
 	addr := "127.0.0.1:0"
 	if network == "unix" {
@@ -44,18 +46,24 @@ func rawPair(t *testing.T, network string) (raw, peer net.Conn) {
 		t.FailNow()
 	}
 	raw = transport.Raw(c)
+	transport.SetSerial(raw, serial)
 	t.Cleanup(func() { raw.Close(); peer.Close() })
 	return raw, peer
 }
 
-// TestRawReadWrite: over TCP and Unix sockets, a raw connection reads and
-// writes what a plain one does, including a write far larger than the
-// socket buffers (partial writes, waits for room) while several goroutines
-// write at once, and reports io.EOF when the peer closes.
+// TestRawReadWrite: over TCP and Unix sockets, in serial mode and out of
+// it, a raw connection reads and writes what a plain one does, including
+// a write far larger than the socket buffers (partial writes, waits for
+// room) while several goroutines write at once, and reports io.EOF when
+// the peer closes.
 func TestRawReadWrite(t *testing.T) {
-	for _, network := range []string{"tcp", "unix"} {
-		t.Run(network, func(t *testing.T) {
-			raw, peer := rawPair(t, network)
+	for _, tc := range []struct {
+		network string
+		serial  bool
+	}{{"tcp", true}, {"unix", true}, {"tcp", false}, {"unix", false}} {
+		network := tc.network
+		t.Run(fmt.Sprintf("%s/serial=%v", network, tc.serial), func(t *testing.T) {
+			raw, peer := rawPair(t, network, tc.serial)
 			if _, err := peer.Write([]byte("hello")); err != nil {
 				t.Fatal(err)
 			}
@@ -103,10 +111,7 @@ func TestRawReadWrite(t *testing.T) {
 // plain connection gives (os.ErrDeadlineExceeded, net.ErrClosed), as
 // *net.OpError values.
 func TestRawErrors(t *testing.T) {
-	raw, _ := rawPair(t, "tcp")
-	if raw == nil {
-		t.Fatal("nil")
-	}
+	raw, _ := rawPair(t, "tcp", true)
 	if err := raw.SetReadDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
@@ -139,4 +144,5 @@ func TestRawOtherConnsUnchanged(t *testing.T) {
 	if got := transport.Raw(a); got != a {
 		t.Fatalf("Raw(pipe) = %T, want the pipe itself", got)
 	}
+	transport.SetSerial(a, true) // nothing to switch: no effect, no panic
 }
