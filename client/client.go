@@ -40,6 +40,7 @@ var (
 type Client struct {
 	opts       options
 	nc         net.Conn
+	rw         net.Conn // nc for reading and writing (transport.Raw)
 	r          *protocol.Reader
 	w          *transport.Writer
 	invoke     Invoker    // Call and Go: the interceptors around call, built once
@@ -116,11 +117,13 @@ func newClient(nc net.Conn, o options) *Client {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
+	rw := transport.Raw(nc) // serial callers: reads and writes without waking sysmon
 	c := &Client{
 		opts:    o,
 		nc:      nc,
-		r:       protocol.NewReader(nc, o.readBuf, o.limits),
-		w:       transport.NewWriter(nc, o.writeTimeout, 0),
+		rw:      rw,
+		r:       protocol.NewReader(rw, o.readBuf, o.limits),
+		w:       transport.NewWriter(rw, o.writeTimeout, 0),
 		pending: make(map[uint64]*Call),
 		done:    make(chan struct{}),
 	}
@@ -346,6 +349,9 @@ func (c *Client) send(ctx context.Context, call *Call, service, method string, a
 			alone = len(c.pending) == 1
 		}
 		c.mu.Unlock()
+		// A serial caller switches the socket to raw reads and writes,
+		// concurrent calls back (transport.Raw says why).
+		transport.SetSerial(c.rw, alone)
 	}
 	if err == nil {
 		// The connection's only call writes its request itself when the

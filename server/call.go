@@ -11,6 +11,7 @@ import (
 	"github.com/fleetrpc/fleet/codec"
 	"github.com/fleetrpc/fleet/compress"
 	"github.com/fleetrpc/fleet/internal/bufpool"
+	"github.com/fleetrpc/fleet/internal/streamrecv"
 	"github.com/fleetrpc/fleet/protocol"
 )
 
@@ -87,14 +88,17 @@ func (t *task) run() {
 	_ = c.respond(seq, cdID, compID, reply, err, nativeResponseMetadata(&cctx.info), &m.replyHint, c.lone(f))
 }
 
-// decode decompresses and unmarshals a request's payload into args. room
-// is the decompression limit reserved by decompressRoom.
+// decode decompresses and unmarshals a request's payload into args, which
+// newCall or newCallWithCtx has just allocated: a new, empty message, so
+// it goes through streamrecv.UnmarshalNew (for protobuf, no reset of the
+// target before decoding). room is the decompression limit reserved by
+// decompressRoom.
 func (c *conn) decode(f *protocol.Frame, args any, room int) error {
-	return c.decodeWith(f, args, room, codec.Codec.Unmarshal)
+	return c.decodeWith(f, args, room, streamrecv.UnmarshalNew)
 }
 
-// decodeWith is decode with the codec's unmarshal function given:
-// streams pass streamrecv.UnmarshalNew, whose targets are always new.
+// decodeWith is decode with the codec's unmarshal function given
+// (codec.Codec.Unmarshal, or streamrecv.UnmarshalNew for a new target).
 // room was reserved by decompressRoom for this frame; a payload that
 // decompresses to more fails (protocol.DecodeMessage has the codes).
 func (c *conn) decodeWith(f *protocol.Frame, args any, room int, unmarshal protocol.Unmarshaler) error {

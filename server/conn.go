@@ -18,6 +18,7 @@ import (
 type conn struct {
 	s        *Server
 	nc       net.Conn
+	rw       net.Conn // nc for reading and writing (transport.Raw)
 	r        *protocol.Reader
 	w        *transport.Writer
 	ctx      context.Context // cancelled when the connection ends
@@ -74,8 +75,9 @@ func (s *Server) serveConn(nc net.Conn) {
 	}
 	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr(), local: nc.LocalAddr(), acked: make(chan struct{}), drained: make(chan struct{}, 1), readDone: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.r = protocol.NewReader(nc, s.opts.readBuf, s.opts.limits)
-	c.w = transport.NewWriter(nc, s.opts.writeTimeout, 0)
+	c.rw = transport.Raw(nc) // serial callers: reads and writes without waking sysmon
+	c.r = protocol.NewReader(c.rw, s.opts.readBuf, s.opts.limits)
+	c.w = transport.NewWriter(c.rw, s.opts.writeTimeout, 0)
 	s.mu.Lock()
 	if s.shutdown.Load() {
 		s.mu.Unlock()
@@ -193,6 +195,9 @@ func (c *conn) readLoop() (handedOff bool) {
 func (c *conn) dispatch(f protocol.Frame, buf *[]byte) (reader bool) {
 	s := c.s
 	c.noteSeq(f.Seq)
+	// A serial caller's requests (FlagSole) switch the socket to raw
+	// reads and writes, others back (transport.Raw says why).
+	transport.SetSerial(c.rw, f.Flags&protocol.FlagSole != 0)
 	oneway := f.Flags&protocol.FlagOneway != 0
 	var cctx *callCtx
 	var refuseMD fleet.Metadata

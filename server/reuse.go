@@ -29,7 +29,7 @@ func (s *Server) handoff(t task) {
 // stack to what a call needs, while the stack is still shallow.
 func runFresh(t task) {
 	_ = growStack()
-	runTask(t)
+	_ = runTask(t)
 }
 
 // handlerStack is the stack, in bytes, that growStack reserves: about what
@@ -54,36 +54,37 @@ func growStack() byte {
 	return frame[stackIndex%len(frame)]
 }
 
-// idleFrame is the frame, in bytes, idleWait waits in: a quarter of the
-// 16 KiB stack a handler goroutine has after growStack.
+// idleFrame is the frame, in bytes, that runTask keeps on the stack: a
+// quarter of the 16 KiB stack a handler goroutine has after growStack.
 const idleFrame = 4 << 10
 
-// idleWait waits for the next task on s.idle inside a frame of idleFrame
-// bytes. The garbage collector halves the stack of a goroutine that uses
-// less than a quarter of it (runtime.shrinkstack, at each cycle), so an
-// idle handler waiting in a shallow frame lost its grown stack at every
-// collection and grew it again, deep inside its next call (copystack 9-11
-// % of the server's CPU at 1000 callers). Waiting in this frame keeps the
-// stack in use above the quarter, for the cost of zeroing the frame once
-// per wait. It returns a byte of the frame (zero) so that it is kept.
+// idleWait waits for the next task on s.idle. It is the top frame of an
+// idle handler goroutine in stack dumps.
 //
 //go:noinline
-func idleWait(s *Server) (task, byte) {
-	var frame [idleFrame]byte
-	t := <-s.idle
-	return t, frame[stackIndex%len(frame)]
-}
+func idleWait(s *Server) task { return <-s.idle }
 
 // runTask runs a request, then waits for more (see handoff) while fewer
 // than maxIdleHandlers goroutines wait, until the server stops.
-func runTask(t task) {
+//
+// It waits inside a frame of idleFrame bytes. The garbage collector halves
+// the stack of a goroutine that uses less than a quarter of it
+// (runtime.shrinkstack, at each cycle), so an idle handler waiting in a
+// shallow frame lost its grown stack at every collection and grew it
+// again, deep inside its next call (copystack 9-11 % of the server's CPU at
+// 1000 callers). Waiting below this frame keeps the stack in use above the
+// quarter. The frame is zeroed once per goroutine, not once per wait (in a
+// frame of its own that zeroing was 1-2 % of the server's CPU at 100
+// callers). It returns a byte of the frame (zero) so that it is kept.
+func runTask(t task) byte {
+	var frame [idleFrame]byte
 	s := t.c.s
 	for {
 		t.run()
 		t = task{} // hold nothing while idle
 		if s.idleN.Add(1) > maxIdleHandlers {
 			s.idleN.Add(-1)
-			return
+			break
 		}
 		// Wait on the idle channel alone: a select that also waited on
 		// stopped would queue every idle goroutine on that one channel and
@@ -94,15 +95,16 @@ func runTask(t task) {
 		select {
 		case <-s.stopped:
 			s.idleN.Add(-1)
-			return
+			return frame[stackIndex%len(frame)]
 		default:
 		}
-		t, _ = idleWait(s)
+		t = idleWait(s)
 		s.idleN.Add(-1)
 		if t.c == nil {
-			return // stopIdle's
+			break // stopIdle's
 		}
 	}
+	return frame[stackIndex%len(frame)]
 }
 
 // stopIdle ends the idle handler goroutines once stopped is closed: each

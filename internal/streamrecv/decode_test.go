@@ -62,3 +62,32 @@ func TestUnmarshalNewOtherCodec(t *testing.T) {
 		t.Fatal("malformed json decoded without error")
 	}
 }
+
+// vtCounted is the benchmark message with vtprotobuf's UnmarshalVT,
+// implemented through the protobuf runtime and counted.
+type vtCounted struct {
+	*benchpb.BenchmarkMessage
+	unmarshals int
+}
+
+func (m *vtCounted) UnmarshalVT(data []byte) error {
+	m.unmarshals++
+	return proto.UnmarshalOptions{Merge: true}.Unmarshal(data, m.BenchmarkMessage)
+}
+
+// TestUnmarshalNewVT: a new message with vtprotobuf's UnmarshalVT is
+// decoded through it, once, into the same message proto.Unmarshal gives.
+func TestUnmarshalNewVT(t *testing.T) {
+	want := benchpb.New()
+	b, err := proto.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := &vtCounted{BenchmarkMessage: new(benchpb.BenchmarkMessage)}
+	if err := streamrecv.UnmarshalNew(codec.Get(codec.Protobuf), b, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.unmarshals != 1 || !proto.Equal(got.BenchmarkMessage, want) {
+		t.Fatalf("UnmarshalVT called %d times, decoded %v, want once and %v", got.unmarshals, got.BenchmarkMessage, want)
+	}
+}
