@@ -171,8 +171,8 @@ func New(srv *server.Server, opts ...Option) *Gateway {
 	}
 	g.authOn, _ = srv.Authenticate(context.Background(), "", "", nil)
 	g.grpc = g.newGRPC()
-	g.registerIntrospection()
 	g.connect = newConnectRoute(g)
+	g.registerIntrospection()
 	g.cors = newCORSPolicy(g.opts.cors)
 	g.handler = http.HandlerFunc(g.routeHTTP)
 	var protos http.Protocols
