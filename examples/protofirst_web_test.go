@@ -59,14 +59,15 @@ func messages(msgs []map[string]any) []string {
 // with buf curl (npm @bufbuild/buf, installed by 70-protogen.sh): over
 // Connect and gRPC-Web, the unary SayHello and the server stream
 // GreetMany, with the schema read from the example's .proto (--schema).
-// Then with no schema, which buf curl asks the gateway's reflection for:
-// it calls reflection over the call's protocol, and the gateway serves
-// reflection over gRPC only, so that is --protocol grpc (over HTTP/2, as
-// reflection is a bidi stream), which also lists the services. An error
+// Then with no schema, which buf curl asks the gateway's reflection for,
+// over the call's own protocol (gRPC, Connect or gRPC-Web) and over
+// cleartext HTTP/2 whatever the flags say (reflection is a bidi stream);
+// the gateway serves those h2c connections with net/http
+// (gateway.WithH2CToHTTP). --list-services lists the service. An error
 // reaches buf curl with its code and message.
 func TestProtofirstBufCurl(t *testing.T) {
 	buf := external(t, "buf", "70-protogen.sh")
-	addr, g := startGreeter(t)
+	addr, g := startGreeter(t, gateway.WithH2CToHTTP(true))
 	base := "http://" + addr + "/greeter.v1.GreeterService/"
 	schema := []string{"--schema", "proto/greeter/v1/greeter.proto"}
 	for _, c := range []struct {
@@ -76,6 +77,10 @@ func TestProtofirstBufCurl(t *testing.T) {
 		{"schema, connect", append(slices.Clone(schema), "--protocol", "connect")},
 		{"schema, grpcweb", append(slices.Clone(schema), "--protocol", "grpcweb")},
 		{"reflection, grpc", []string{"--protocol", "grpc", "--http2-prior-knowledge"}},
+		{"reflection, connect", []string{"--protocol", "connect"}},
+		{"reflection, grpcweb", []string{"--protocol", "grpcweb"}},
+		{"reflection, connect, h2c", []string{"--protocol", "connect", "--http2-prior-knowledge"}},
+		{"reflection, grpcweb, h2c", []string{"--protocol", "grpcweb", "--http2-prior-knowledge"}},
 	} {
 		msgs, out, err := bufCurl(t, buf, append(slices.Clone(c.args), "--data", `{"name":"Ada"}`, base+"SayHello")...)
 		if err != nil {
@@ -94,13 +99,18 @@ func TestProtofirstBufCurl(t *testing.T) {
 			t.Errorf("%s: GreetMany with times 11: %v\n%s", c.name, err, out)
 		}
 	}
-	want := []string{"Ada", "Bo", "Cy", "Ada", "Bo", "Cy", "Ada", "Bo", "Cy"}
+	var want []string
+	for range 7 {
+		want = append(want, "Ada", "Bo", "Cy")
+	}
 	if got := g.called(); !slices.Equal(got, want) {
 		t.Errorf("the service saw %q, want %q", got, want)
 	}
-	out, err := runTool(t, "protofirst", buf, "curl", "--protocol", "grpc", "--http2-prior-knowledge", "--list-services", "http://"+addr)
-	if err != nil || !slices.Contains(strings.Split(out, "\n"), "greeter.v1.GreeterService") {
-		t.Errorf("buf curl --list-services: %v\n%s", err, out)
+	for _, protocol := range []string{"grpc", "connect", "grpcweb"} {
+		out, err := runTool(t, "protofirst", buf, "curl", "--protocol", protocol, "--http2-prior-knowledge", "--list-services", "http://"+addr)
+		if err != nil || !slices.Contains(strings.Split(out, "\n"), "greeter.v1.GreeterService") {
+			t.Errorf("buf curl --protocol %s --list-services: %v\n%s", protocol, err, out)
+		}
 	}
 }
 
