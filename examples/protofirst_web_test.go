@@ -62,12 +62,13 @@ func messages(msgs []map[string]any) []string {
 // Then with no schema, which buf curl asks the gateway's reflection for,
 // over the call's own protocol (gRPC, Connect or gRPC-Web) and over
 // cleartext HTTP/2 whatever the flags say (reflection is a bidi stream);
-// the gateway serves those h2c connections with net/http
-// (gateway.WithH2CToHTTP). --list-services lists the service. An error
-// reaches buf curl with its code and message.
+// the gateway, with its default options, sends an h2c connection whose
+// first request is Connect or gRPC-Web to net/http. --list-services lists
+// the service over each protocol. An error reaches buf curl with its code
+// and message.
 func TestProtofirstBufCurl(t *testing.T) {
 	buf := external(t, "buf", "70-protogen.sh")
-	addr, g := startGreeter(t, gateway.WithH2CToHTTP(true))
+	addr, g := startGreeter(t)
 	base := "http://" + addr + "/greeter.v1.GreeterService/"
 	schema := []string{"--schema", "proto/greeter/v1/greeter.proto"}
 	for _, c := range []struct {

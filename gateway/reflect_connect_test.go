@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -122,19 +123,26 @@ func checkSelfContained(t *testing.T, raw [][]byte, want string, wantDep string)
 
 // TestReflectionOverConnect asks the gateway's server reflection (v1 and
 // v1alpha) with connect-go's client over Connect and gRPC-Web, binary and
-// JSON, on cleartext HTTP/2 (WithH2CToHTTP): list_services names the
-// demo's services and reflection itself; file_containing_symbol answers,
-// on the same stream and again after, with the file and its transitive
-// dependencies (benchmark.proto for Hello; the synthesized files of
-// Arith's Go types), enough to build the file alone.
+// JSON, on cleartext HTTP/2, with the default routing of h2c connections
+// (by their first request) and with WithH2CToHTTP: list_services names
+// the demo's services and reflection itself; file_containing_symbol
+// answers, on the same stream and again after, with the file and its
+// transitive dependencies (benchmark.proto for Hello; the synthesized
+// files of Arith's Go types), enough to build the file alone.
 func TestReflectionOverConnect(t *testing.T) {
+	for _, h2cHTTP := range []bool{false, true} {
+		t.Run(fmt.Sprintf("h2c-to-http=%v", h2cHTTP), func(t *testing.T) { testReflectionOverConnect(t, h2cHTTP) })
+	}
+}
+
+func testReflectionOverConnect(t *testing.T, h2cHTTP bool) {
 	srv := server.New(server.WithLogger(discard()))
 	for _, r := range []any{&demo.Hello{}, demo.Arith{}} {
 		if err := srv.Register(r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	addr := serveGateway(t, gateway.New(srv, gateway.WithProtoPackage("fleet.demo"), gateway.WithH2CToHTTP(true), gateway.WithLogger(discard())))
+	addr := serveGateway(t, gateway.New(srv, gateway.WithProtoPackage("fleet.demo"), gateway.WithH2CToHTTP(h2cHTTP), gateway.WithLogger(discard())))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for name, c := range connectClients(h2cClient(t), addr) {
@@ -219,7 +227,7 @@ func TestReflectionOverConnectAuth(t *testing.T) {
 		}
 		return nil
 	})
-	_, addr := start(t, []server.Option{auth}, gateway.WithH2CToHTTP(true))
+	_, addr := start(t, []server.Option{auth})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for name, c := range connectClients(h2cClient(t), addr) {

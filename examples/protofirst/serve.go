@@ -52,12 +52,8 @@ func serve(addr, pageAddr string) error {
 		return err
 	}
 	// The page's origin may call the service with Connect or gRPC-Web;
-	// pages of other origins are refused. Cleartext HTTP/2 goes to
-	// net/http, so that buf curl's reflection over Connect and gRPC-Web
-	// (a bidi stream, which it sends over h2c) is answered.
-	gw := gateway.New(srv,
-		gateway.WithCORS(gateway.CORS{AllowedOrigins: []string{pageOrigin}}),
-		gateway.WithH2CToHTTP(true))
+	// pages of other origins are refused.
+	gw := gateway.New(srv, gateway.WithCORS(gateway.CORS{AllowedOrigins: []string{pageOrigin}}))
 	files, err := fs.Sub(web, "web")
 	if err != nil {
 		return err
