@@ -99,6 +99,30 @@ func TestSniffH2C(t *testing.T) {
 			}
 		}
 	}
+	// A header block split over a padded HEADERS with priority and a
+	// CONTINUATION.
+	for _, tc := range []struct {
+		ct     string
+		toHTTP bool
+	}{{"application/grpc", false}, {"application/connect+proto", true}} {
+		var b bytes.Buffer
+		b.WriteString(http2Preface)
+		fr := http2.NewFramer(&b, nil)
+		_ = fr.WriteSettings()
+		var hb bytes.Buffer
+		enc := hpack.NewEncoder(&hb)
+		for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":path", Value: "/Hello/Say"}, {Name: "content-type", Value: tc.ct}} {
+			_ = enc.WriteField(f)
+		}
+		blk := hb.Bytes()
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk[:4], PadLength: 7,
+			Priority: http2.PriorityParam{StreamDep: 0, Weight: 15}})
+		_ = fr.WriteContinuation(1, true, blk[4:])
+		toHTTP, out, err := sniffPipe(t, g, b.Bytes())
+		if err != nil || toHTTP != tc.toHTTP || !bytes.Equal(out, b.Bytes()) {
+			t.Fatalf("split block, %s: to net/http %v, %v, replay equal %v", tc.ct, toHTTP, err, bytes.Equal(out, b.Bytes()))
+		}
+	}
 	// Not a preface; a frame over the default max size: closed.
 	for _, in := range [][]byte{
 		[]byte("PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n"),
