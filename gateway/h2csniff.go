@@ -126,7 +126,7 @@ func (g *Gateway) sniffH2C(pc net.Conn) (bool, net.Conn, error) {
 		}
 		rec.Write(payload)
 		switch {
-		case typ == http2.FrameSettings && flags.Has(http2.FlagSettingsAck) && !acked:
+		case typ == http2.FrameSettings && flags.Has(http2.FlagSettingsAck) && length == 0 && !acked:
 			acked = true
 			rec.Truncate(start)
 			continue
