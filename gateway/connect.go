@@ -70,6 +70,9 @@ type connectRoute struct {
 	handlers sync.Map // connectKey -> http.Handler
 	errs     *connecthttp.ErrorWriter
 	opts     []connecthttp.Option
+	// introspection holds the handlers of server reflection, by path
+	// (connect_reflect.go); set once by New, read-only after.
+	introspection map[string]http.Handler
 }
 
 type connectKey struct {
@@ -107,6 +110,10 @@ func (c *connectRoute) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if g.cors != nil {
 		g.cors.addHeaders(w, r)
+	}
+	if h, ok := c.introspection[r.URL.Path]; ok {
+		c.serveWith(h, w, r)
+		return
 	}
 	svc, method, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	if !ok || svc == "" || method == "" || strings.Contains(method, "/") {
@@ -151,13 +158,19 @@ func (c *connectRoute) serve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		h, _ = c.handlers.LoadOrStore(key, c.build(key, svc, schema))
 	}
+	c.serveWith(h.(http.Handler), w, r)
+}
+
+// serveWith has h (a connect-go handler) answer r, through the base64
+// coding of gRPC-Web text when r is gRPC-Web text.
+func (c *connectRoute) serveWith(h http.Handler, w http.ResponseWriter, r *http.Request) {
 	if isGRPCWebText(r) {
 		tw, br := fromGRPCWebText(w, r)
-		h.(http.Handler).ServeHTTP(tw, br)
+		h.ServeHTTP(tw, br)
 		tw.finish()
 		return
 	}
-	h.(http.Handler).ServeHTTP(w, r)
+	h.ServeHTTP(w, r)
 }
 
 // isConnectUnaryBody reports whether r's body is one Connect unary message

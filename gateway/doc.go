@@ -10,7 +10,8 @@
 // Gateway.Serve takes a listener and reads the first bytes of each
 // connection: a Fleet frame (a 4-byte length prefix, then the magic
 // 0xF1 0xEE) goes to the Fleet server untouched; the HTTP/2 client preface
-// (cleartext) goes to grpc-go's own transport; an HTTP/1.1 request line
+// (cleartext) goes to grpc-go's own transport when the connection's first
+// request is gRPC, to net/http otherwise; an HTTP/1.1 request line
 // goes to an embedded net/http server; a TLS handshake (with WithTLS) is
 // completed and routed by ALPN or by its decrypted first bytes. After
 // that decision a native connection is served exactly as by

@@ -119,12 +119,14 @@ func WithTLS(cfg *tls.Config) Option {
 	})
 }
 
-// WithH2CToHTTP serves cleartext HTTP/2 connections (h2c with prior
-// knowledge) with the net/http server, like HTTP/1.1 and TLS connections,
-// instead of grpc-go's own HTTP/2 transport: HTTP/JSON and JSON-RPC then
-// work over h2c too, and gRPC over h2c goes through grpc.Server.ServeHTTP,
-// which is about half as fast. Default false: an h2c connection is a gRPC
-// connection (other requests on it are answered 415 by grpc-go).
+// WithH2CToHTTP serves every cleartext HTTP/2 connection (h2c with prior
+// knowledge) with the net/http server, like HTTP/1.1 and TLS connections:
+// gRPC over h2c then goes through grpc.Server.ServeHTTP, which is about
+// half as fast. Default false: an h2c connection goes by its first
+// request (h2csniff.go), to grpc-go's own HTTP/2 transport when it is gRPC
+// with protobuf, to net/http otherwise (Connect, gRPC-Web, HTTP/JSON,
+// JSON-RPC); later requests on it go to the same server, so a connection
+// that began with gRPC answers other protocols with grpc-go's 415.
 func WithH2CToHTTP(on bool) Option { return optionFunc(func(o *options) { o.h2cHTTP = on }) }
 
 // WithLogger sets the logger for connection-level events (failed
@@ -171,8 +173,8 @@ func New(srv *server.Server, opts ...Option) *Gateway {
 	}
 	g.authOn, _ = srv.Authenticate(context.Background(), "", "", nil)
 	g.grpc = g.newGRPC()
-	g.registerIntrospection()
 	g.connect = newConnectRoute(g)
+	g.registerIntrospection()
 	g.cors = newCORSPolicy(g.opts.cors)
 	g.handler = http.HandlerFunc(g.routeHTTP)
 	var protos http.Protocols
@@ -320,7 +322,17 @@ func (g *Gateway) classifyConn(nc net.Conn) (connKind, net.Conn) {
 	case kindHTTP:
 		if string(pc.(*prefixConn).buf[:4]) == "PRI " {
 			if !g.opts.h2cHTTP {
-				return kindH2C, pc
+				// By the first request (h2csniff.go).
+				toHTTP, rc, err := g.sniffH2C(pc)
+				if err != nil {
+					g.opts.logger.Debug("fleet gateway: closing HTTP/2 connection", "remote", nc.RemoteAddr(), "err", err)
+					return kindUnknown, nil
+				}
+				if !toHTTP {
+					return kindH2C, rc
+				}
+				l := g.opts.limits
+				return kind, newH2Guard(rc, l.maxResets, l.frameTimeout, g.opts.maxHeaderBytes)
 			}
 			// h2c for net/http: watched for resets and stalls too.
 			l := g.opts.limits

@@ -235,6 +235,9 @@ func (g *h2Guard) goAway(code http2.ErrCode, debug string) {
 
 // unwrapConn returns the connection under the gateway's sniffing wrapper.
 func unwrapConn(c net.Conn) net.Conn {
+	if rc, ok := c.(*h2cReplay); ok {
+		c = rc.Conn
+	}
 	if pc, ok := c.(*prefixConn); ok {
 		return pc.Conn
 	}

@@ -24,12 +24,17 @@ import (
 )
 
 // registerIntrospection adds server reflection (v1 and v1alpha) and
-// grpc.health.v1 to the gRPC server.
+// grpc.health.v1 to the gRPC server, and reflection to the Connect and
+// gRPC-Web route (g.connect, which it needs built).
 func (g *Gateway) registerIntrospection() {
 	opts := grpcreflect.ServerOptions{Services: serviceLister{g}, DescriptorResolver: descResolver{g}}
-	reflectv1.RegisterServerReflectionServer(g.grpc, selfContained[reflectv1.ServerReflectionRequest, reflectv1.ServerReflectionResponse]{grpcreflect.NewServerV1(opts)})
-	reflectv1alpha.RegisterServerReflectionServer(g.grpc, selfContained[reflectv1alpha.ServerReflectionRequest, reflectv1alpha.ServerReflectionResponse]{grpcreflect.NewServer(opts)})
+	v1 := selfContained[reflectv1.ServerReflectionRequest, reflectv1.ServerReflectionResponse]{grpcreflect.NewServerV1(opts)}
+	v1alpha := selfContained[reflectv1alpha.ServerReflectionRequest, reflectv1alpha.ServerReflectionResponse]{grpcreflect.NewServer(opts)}
+	reflectv1.RegisterServerReflectionServer(g.grpc, v1)
+	reflectv1alpha.RegisterServerReflectionServer(g.grpc, v1alpha)
 	healthpb.RegisterHealthServer(g.grpc, health{g: g})
+	// The same servers over Connect and gRPC-Web (connect_reflect.go).
+	g.connect.introspection = g.connect.introspectionHandlers(v1, v1alpha)
 }
 
 // selfContained makes every answer of a reflection stream carry the
