@@ -218,13 +218,16 @@ func SelfLauncher(args ...string) (*exec.Cmd, error) {
 	return exec.Command(exe, args...), nil
 }
 
-// tailBuffer keeps the last bytes written to it (a child's stderr).
-type tailBuffer struct {
+// TailBuffer is an io.Writer that keeps the last 4 to 8 KiB written to it
+// (a child process's stderr, to quote when the child fails). Its zero value
+// is ready to use; it is safe for concurrent use.
+type TailBuffer struct {
 	mu  sync.Mutex
 	buf []byte
 }
 
-func (t *tailBuffer) Write(p []byte) (int, error) {
+// Write appends p, dropping the oldest bytes past 8 KiB; it never fails.
+func (t *TailBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.buf = append(t.buf, p...)
@@ -234,7 +237,8 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (t *tailBuffer) String() string {
+// String returns what is kept, without leading and trailing white space.
+func (t *TailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return strings.TrimSpace(string(t.buf))
@@ -246,7 +250,7 @@ type child struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	lines  chan string
-	stderr *tailBuffer
+	stderr *TailBuffer
 	waited chan struct{}
 	err    error
 }
@@ -256,7 +260,7 @@ func startChild(launch Launcher, name string, args ...string) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &child{name: name, cmd: cmd, stderr: &tailBuffer{}, lines: make(chan string, 16), waited: make(chan struct{})}
+	c := &child{name: name, cmd: cmd, stderr: &TailBuffer{}, lines: make(chan string, 16), waited: make(chan struct{})}
 	cmd.Stderr = c.stderr
 	if c.stdin, err = cmd.StdinPipe(); err != nil {
 		return nil, err

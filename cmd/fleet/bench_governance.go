@@ -23,6 +23,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/fleetrpc/fleet/bench"
 	"github.com/fleetrpc/fleet/registry"
 	"github.com/fleetrpc/fleet/registry/etcd"
 )
@@ -231,13 +232,13 @@ type govChild struct {
 	enc    *json.Encoder
 	stdin  io.Closer
 	lines  chan []byte
-	stderr *tailBuffer
+	stderr *bench.TailBuffer
 	waited chan struct{}
 }
 
 func startGovChild(name string) (*govChild, error) {
 	cmd := govLaunch(name)
-	c := &govChild{cmd: cmd, stderr: &tailBuffer{}, lines: make(chan []byte, 4), waited: make(chan struct{})}
+	c := &govChild{cmd: cmd, stderr: &bench.TailBuffer{}, lines: make(chan []byte, 4), waited: make(chan struct{})}
 	cmd.Stderr = c.stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -797,26 +798,4 @@ func writeGovernance(w io.Writer, res []govResult) {
 		return fmt.Sprintf("%.0f / %.0f", r.RecvBytes/1e3, r.SentBytes/1e3)
 	})
 	row("every client converged", func(r govResult) string { return strconv.FormatBool(r.Converged) })
-}
-
-// tailBuffer keeps the last 4 to 8 KiB written to it (a child's stderr).
-type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > 8192 {
-		t.buf = append(t.buf[:0], t.buf[len(t.buf)-4096:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.TrimSpace(string(t.buf))
 }
