@@ -147,8 +147,9 @@ type Gateway struct {
 	authOn  bool // the server has an auth function
 	connect *connectRoute
 	cors    *corsPolicy // nil without WithCORS
-	// codecs caches codecFor's findings by typePair; codecForFn is
-	// codecFor, made once (a method value per call would allocate).
+	// codecs caches binaryCodecFor's findings by typePair; codecForFn
+	// is binaryCodecFor, made once (a method value per call would
+	// allocate).
 	codecs     sync.Map
 	codecForFn func(server.MethodDesc) (codec.Codec, error)
 
@@ -175,7 +176,7 @@ func New(srv *server.Server, opts ...Option) *Gateway {
 		o.apply(&g.opts)
 	}
 	g.authOn, _ = srv.Authenticate(context.Background(), "", "", nil)
-	g.codecForFn = g.codecFor
+	g.codecForFn = g.binaryCodecFor
 	g.grpc = g.newGRPC()
 	g.registerIntrospection()
 	g.connect = newConnectRoute(g)

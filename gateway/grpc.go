@@ -118,12 +118,14 @@ func (g *Gateway) fleetStream(grpcService, method string) (string, server.Stream
 	return resolveName(grpcService, method, g.srv.StreamMethod)
 }
 
-// codecFor returns the codec Server.Invoke decodes a gRPC call's
-// arguments and encodes its reply with: ProtobufCodec for protobuf
-// messages, a goCodec (one per call: it keeps the decoding error) for Go
-// types. What each method's types need is found once per pair of types
-// (g.codecs) and reused.
-func (g *Gateway) codecFor(d server.MethodDesc) (codec.Codec, error) {
+// binaryCodecFor returns the codec Server.Invoke decodes a unary call's
+// arguments in binary protobuf (gRPC, and Connect's proto codec) and
+// encodes its reply with: ProtobufCodec for methods of protobuf messages,
+// a goCodec (one per call: it keeps the decoding error) for Go types (the
+// Go-types wire mapping, docs/gateway.md, "Go types over gRPC"). What each
+// method's types need is found once per pair of types (g.codecs) and
+// reused.
+func (g *Gateway) binaryCodecFor(d server.MethodDesc) (codec.Codec, error) {
 	key := typePair{d.ArgType, d.ReplyType}
 	v, ok := g.codecs.Load(key)
 	if !ok {
@@ -150,7 +152,7 @@ func (g *Gateway) codecFor(d server.MethodDesc) (codec.Codec, error) {
 // Gateway.codecs (bounded by the registered methods).
 type typePair struct{ args, reply reflect.Type }
 
-// methodCodec is what codecFor found for a pair of types.
+// methodCodec is what binaryCodecFor found for a pair of types.
 type methodCodec struct {
 	proto       bool // both are protobuf messages
 	args, reply *goMessage

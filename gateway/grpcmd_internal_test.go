@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"maps"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/fleetrpc/fleet"
@@ -44,6 +46,34 @@ func TestFleetMetadata(t *testing.T) {
 			}
 			if got := grpcMetadata(metadata.NewIncomingContext(context.Background(), tc.in)); !maps.Equal(got, tc.want) {
 				t.Fatalf("from the incoming context: got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestConnectMetadata checks the conversion of Connect request headers
+// to Fleet metadata: the protocols' own headers and those browsers add
+// are left out, keys lower-cased, repeated values joined with ",".
+func TestConnectMetadata(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   http.Header
+		want fleet.Metadata
+	}{
+		{"none", nil, nil},
+		{"protocol and browser only", http.Header{
+			"Content-Type": {"application/proto"}, "Connect-Protocol-Version": {"1"}, "Connect-Timeout-Ms": {"100"},
+			"Grpc-Timeout": {"1S"}, "Sec-Fetch-Site": {"same-origin"}, "Access-Control-Request-Method": {"POST"},
+			"If-None-Match": {"x"}, "User-Agent": {"connect-go"}, "Accept-Encoding": {"gzip"},
+		}, nil},
+		{"user keys", http.Header{
+			"Content-Type": {"application/proto"}, "X-Tenant": {"a", "b"}, "Authorization": {"Bearer t"}, "Empty": {},
+			"X-" + strings.Repeat("Long", 20): {"v"},
+		}, fleet.Metadata{"x-tenant": "a,b", "authorization": "Bearer t", "x-" + strings.Repeat("long", 20): "v"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := connectMetadata(httpHeaderAll(tc.in)); !maps.Equal(got, tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 		})
 	}
