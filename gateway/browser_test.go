@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/fleetrpc/fleet/server/admin"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fleetrpc/fleet/server/admin"
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/gateway"

@@ -345,7 +345,7 @@ func (c *connectRoute) unary(key connectKey) connect.ServerFunc {
 			}
 			call.Codec = jsonCodec{}
 		} else {
-			call.CodecFor = g.binaryCodecFor
+			call.CodecFor = g.codecForFn
 		}
 		call.RemoteAddr, call.LocalAddr = peerAddrs(ctx, info)
 		reply, rmd, err := g.srv.Invoke(ctx, call)
@@ -357,20 +357,6 @@ func (c *connectRoute) unary(key connectKey) connect.ServerFunc {
 		out := rawMessage(reply)
 		return stream.Send(&out)
 	}
-}
-
-// binaryCodecFor is the codec of a unary call in binary protobuf, as the
-// gRPC route chooses it: protobuf for methods of protobuf messages, the
-// Go-types wire mapping (docs/gateway.md, "Go types over gRPC") otherwise.
-func (g *Gateway) binaryCodecFor(d server.MethodDesc) (codec.Codec, error) {
-	if isProto(d.ArgType) && isProto(d.ReplyType) {
-		return codec.ProtobufCodec{}, nil
-	}
-	args, reply, err := goMessages(d)
-	if err != nil {
-		return nil, fleet.Errorf(fleet.Unimplemented, "%s.%s: %v", d.Service, d.Method, err)
-	}
-	return &goCodec{args: args, reply: reply, limit: g.maxDecodeCost(), maxDepth: g.opts.maxDepth}, nil
 }
 
 // stream is the ServerFunc of a streaming Fleet method: each message
@@ -513,18 +499,44 @@ func connectMetadata(h interface {
 	All() iter.Seq2[string, []string]
 }) fleet.Metadata {
 	var md fleet.Metadata
+	var buf [64]byte
 	for k, vs := range h.All() {
-		k = strings.ToLower(k)
-		if len(vs) == 0 || notMetadata[k] || strings.HasPrefix(k, "connect-") || strings.HasPrefix(k, "grpc-") ||
-			strings.HasPrefix(k, "sec-") || strings.HasPrefix(k, "access-control-") || strings.HasPrefix(k, "if-") {
+		if len(vs) == 0 {
+			continue
+		}
+		// The key is lower-cased into buf (the usual short key) and
+		// checked there: a header left out costs no string.
+		lk := lowerASCII(buf[:0], k)
+		if notMetadata[string(lk)] || hasPrefix(lk, "connect-") || hasPrefix(lk, "grpc-") ||
+			hasPrefix(lk, "sec-") || hasPrefix(lk, "access-control-") || hasPrefix(lk, "if-") {
 			continue
 		}
 		if md == nil {
 			md = make(fleet.Metadata, 4)
 		}
-		md[k] = joinValues(k, vs)
+		key := string(lk)
+		md[key] = joinValues(key, vs)
 	}
 	return md
+}
+
+// lowerASCII appends k to dst with its ASCII letters in lower case, as
+// strings.ToLower does for the ASCII header names HTTP carries (other
+// bytes are kept as they are).
+func lowerASCII(dst []byte, k string) []byte {
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// hasPrefix reports whether b begins with prefix.
+func hasPrefix(b []byte, prefix string) bool {
+	return len(b) >= len(prefix) && string(b[:len(prefix)]) == prefix
 }
 
 // httpHeaderAll adapts http.Header to connectMetadata.

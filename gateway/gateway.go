@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fleetrpc/fleet/codec"
 	"github.com/fleetrpc/fleet/server"
 	"google.golang.org/grpc"
 )
@@ -148,6 +149,11 @@ type Gateway struct {
 	authOn  bool // the server has an auth function
 	connect *connectRoute
 	cors    *corsPolicy // nil without WithCORS
+	// codecs caches binaryCodecFor's findings by typePair; codecForFn
+	// is binaryCodecFor, made once (a method value per call would
+	// allocate).
+	codecs     sync.Map
+	codecForFn func(server.MethodDesc) (codec.Codec, error)
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -172,6 +178,7 @@ func New(srv *server.Server, opts ...Option) *Gateway {
 		o.apply(&g.opts)
 	}
 	g.authOn, _ = srv.Authenticate(context.Background(), "", "", nil)
+	g.codecForFn = g.binaryCodecFor
 	g.grpc = g.newGRPC()
 	g.connect = newConnectRoute(g)
 	g.registerIntrospection()

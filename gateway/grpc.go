@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -24,6 +25,46 @@ import (
 // the protobuf bytes to Server.Invoke, which decodes them into the Fleet
 // method's argument type.
 type rawFrame []byte
+
+// unaryCall is what handleGRPC needs for one unary call, in one
+// allocation: the request message (in), the Server.Invoke call, and the
+// reply with the buffer slice passCodec hands to grpc-go (out, outBuf),
+// which the transport holds until it has written the reply.
+type unaryCall struct {
+	g      *Gateway
+	ss     grpc.ServerStream
+	in     heldFrame
+	extra  rawFrame // a second request, which fails the call
+	call   server.Call
+	out    mem.SliceBuffer
+	outBuf [1]mem.Buffer
+}
+
+// codecFor is the call's CodecFor, run by Server.Invoke after auth and
+// admission: it waits for the client's half-close (a second request fails
+// the call with errManyRequests, as gRPC's cardinality rule asks), then
+// answers the method's codec.
+func (u *unaryCall) codecFor(d server.MethodDesc) (codec.Codec, error) {
+	if err := recvEnd(u.ss, &u.extra); err != nil {
+		return nil, err
+	}
+	return u.g.binaryCodecFor(d)
+}
+
+// heldFrame is a unary call's gRPC message left in grpc-go's buffers: the
+// codec takes a reference (mem.BufferSlice.Ref) instead of copying it
+// out, and handleGRPC frees it once Server.Invoke, which keeps nothing of
+// the payload, has returned.
+type heldFrame struct{ data mem.BufferSlice }
+
+// bytes returns the message as one slice: the buffer itself when the
+// message is in one (the usual case), else a copy.
+func (f *heldFrame) bytes() []byte {
+	if len(f.data) == 1 {
+		return f.data[0].ReadOnlyData()
+	}
+	return f.data.Materialize()
+}
 
 // passCodec is the gRPC server's codec (encoding.CodecV2): rawFrame
 // values pass through, copied once out of grpc-go's buffers; proto.Message
@@ -35,6 +76,9 @@ func (passCodec) Name() string { return "proto" }
 
 func (passCodec) Marshal(v any) (mem.BufferSlice, error) {
 	switch m := v.(type) {
+	case *unaryCall:
+		m.outBuf[0] = &m.out
+		return m.outBuf[:], nil
 	case *rawFrame:
 		return mem.BufferSlice{mem.SliceBuffer(*m)}, nil
 	case proto.Message:
@@ -46,6 +90,10 @@ func (passCodec) Marshal(v any) (mem.BufferSlice, error) {
 
 func (passCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	switch m := v.(type) {
+	case *heldFrame:
+		data.Ref()
+		m.data = data
+		return nil
 	case *rawFrame:
 		*m = data.Materialize()
 		return nil
@@ -83,6 +131,47 @@ func (g *Gateway) fleetName(grpcService, method string) (string, server.MethodDe
 // fleetStream is fleetName for streaming methods.
 func (g *Gateway) fleetStream(grpcService, method string) (string, server.StreamDesc, bool) {
 	return resolveName(grpcService, method, g.srv.StreamMethod)
+}
+
+// binaryCodecFor returns the codec Server.Invoke decodes a unary call's
+// arguments in binary protobuf (gRPC, and Connect's proto codec) and
+// encodes its reply with: ProtobufCodec for methods of protobuf messages,
+// a goCodec (one per call: it keeps the decoding error) for Go types (the
+// Go-types wire mapping, docs/gateway.md, "Go types over gRPC"). What each
+// method's types need is found once per pair of types (g.codecs) and
+// reused.
+func (g *Gateway) binaryCodecFor(d server.MethodDesc) (codec.Codec, error) {
+	key := typePair{d.ArgType, d.ReplyType}
+	v, ok := g.codecs.Load(key)
+	if !ok {
+		e := &methodCodec{proto: isProto(d.ArgType) && isProto(d.ReplyType)}
+		if !e.proto {
+			e.args, e.reply, e.err = goMessages(d)
+		}
+		v, _ = g.codecs.LoadOrStore(key, e)
+	}
+	e := v.(*methodCodec)
+	switch {
+	case e.proto:
+		return codec.ProtobufCodec{}, nil
+	case e.err != nil:
+		return nil, fleet.Errorf(fleet.Unimplemented, "%s.%s: %v", d.Service, d.Method, e.err)
+	}
+	// Go types: Invoke decodes the protobuf bytes straight into the
+	// argument and encodes the reply straight into protobuf bytes,
+	// allocations bounded by maxDecodeCost.
+	return &goCodec{args: e.args, reply: e.reply, limit: g.maxDecodeCost(), maxDepth: g.opts.maxDepth}, nil
+}
+
+// typePair is a method's argument and reply types, the key of
+// Gateway.codecs (bounded by the registered methods).
+type typePair struct{ args, reply reflect.Type }
+
+// methodCodec is what binaryCodecFor found for a pair of types.
+type methodCodec struct {
+	proto       bool // both are protobuf messages
+	args, reply *goMessage
+	err         error // the types cannot be served over gRPC
 }
 
 // resolveName finds service.method with find, by the service's full name
@@ -259,45 +348,31 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 	if err := checkGRPCCodec(ss.Context()); err != nil {
 		return err
 	}
-	if _, _, ok := g.fleetName(svc, method); !ok {
+	// Invoke gets the names as the caller gave them (the per-method limits
+	// are keyed so); it resolves the protobuf package itself.
+	_, _, known := g.fleetName(svc, method)
+	if !known {
 		if name, sd, ok := g.fleetStream(svc, method); ok {
 			return g.handleGRPCStream(ss, name, sd)
 		}
 	}
-	// The request and, for recvEnd, room for a second one: one
-	// allocation for both.
-	fr := new([2]rawFrame)
-	in := &fr[0]
-	if err := ss.RecvMsg(in); err != nil {
+	u := &unaryCall{g: g, ss: ss}
+	if err := ss.RecvMsg(&u.in); err != nil {
 		if err == io.EOF {
 			return grpcStatus(errNoRequest)
 		}
 		return err
 	}
 	ctx := ss.Context()
-	call := &server.Call{Service: svc, Method: method, Payload: *in, Metadata: grpcMetadata(ctx), Route: fleet.RouteGRPC,
-		CodecFor: func(d server.MethodDesc) (codec.Codec, error) {
-			// After auth and admission: the client's half-close, not a
-			// second request.
-			if err := recvEnd(ss, &fr[1]); err != nil {
-				return nil, err
-			}
-			if isProto(d.ArgType) && isProto(d.ReplyType) {
-				return codec.ProtobufCodec{}, nil
-			}
-			args, reply, err := goMessages(d)
-			if err != nil {
-				return nil, fleet.Errorf(fleet.Unimplemented, "%s.%s: %v", d.Service, d.Method, err)
-			}
-			// Go types: Invoke decodes the protobuf bytes straight into
-			// the argument and encodes the reply straight into protobuf
-			// bytes, allocations bounded by maxDecodeCost.
-			return &goCodec{args: args, reply: reply, limit: g.maxDecodeCost(), maxDepth: g.opts.maxDepth}, nil
-		}}
+	call := &u.call
+	*call = server.Call{Service: svc, Method: method, Payload: u.in.bytes(), Metadata: grpcMetadata(ctx), Route: fleet.RouteGRPC,
+		CodecFor: u.codecFor}
 	if p, ok := peer.FromContext(ctx); ok {
 		call.RemoteAddr, call.LocalAddr = p.Addr, p.LocalAddr
 	}
 	reply, rmd, err := g.srv.Invoke(ctx, call)
+	u.in.data.Free()
+	call.Payload = nil
 	if len(rmd) > 0 {
 		_ = ss.SetHeader(grpcOutgoing(rmd))
 	}
@@ -306,13 +381,13 @@ func (g *Gateway) handleGRPC(_ any, ss grpc.ServerStream) error {
 	}
 	if err != nil {
 		code := GRPCCode(fleet.CodeOf(err))
-		if _, _, known := g.fleetName(svc, method); code == codes.NotFound && !known {
+		if code == codes.NotFound && !known {
 			return status.Error(codes.Unimplemented, fleetMessage(err)) // gRPC's code for an unknown method
 		}
 		return grpcStatus(err)
 	}
-	out := rawFrame(reply)
-	return ss.SendMsg(&out)
+	u.out = mem.SliceBuffer(reply)
+	return ss.SendMsg(u)
 }
 
 // goMessages returns the synthesized messages of a method whose argument
@@ -336,20 +411,49 @@ func goMessagesOf(at, rt reflect.Type) (args, reply *goMessage, err error) {
 	return args, reply, nil
 }
 
-// grpcMetadata turns the incoming gRPC metadata into Fleet metadata,
-// leaving out HTTP/2 pseudo-headers and the headers of the gRPC protocol
-// itself (content-type, te, user-agent, grpc-*). A repeated key's values
-// are combined by fleet.Metadata's rule (joined with ", "); a "-bin"
-// key's values, which grpc-go hands over decoded, are encoded again
-// (base64.RawStdEncoding) and joined with ",".
+// grpcMetadata returns a gRPC call's metadata as Fleet metadata: what
+// grpcTap put in ctx when grpc-go's own transport serves the call, else
+// (grpc.Server.ServeHTTP, which runs no tap) the incoming gRPC metadata
+// converted by fleetMetadata.
 func grpcMetadata(ctx context.Context) fleet.Metadata {
+	if md, ok := ctx.Value(grpcMDKey{}).(fleet.Metadata); ok {
+		return md
+	}
 	in, ok := metadata.FromIncomingContext(ctx)
 	if !ok {
 		return nil
 	}
+	return fleetMetadata(in)
+}
+
+// grpcMDKey is the context key of the Fleet metadata grpcTap made.
+type grpcMDKey struct{}
+
+// grpcTap is the gRPC server's tap (grpc.InTapHandle), run by grpc-go's
+// transport as each stream opens: it converts the request's headers to
+// Fleet metadata once, from the transport's own map, where
+// metadata.FromIncomingContext would copy every key and value first. It
+// never refuses a stream. grpc-go runs it holding the connection's lock,
+// so it does no more than that conversion.
+func grpcTap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	return context.WithValue(ctx, grpcMDKey{}, fleetMetadata(info.Header)), nil
+}
+
+// fleetMetadata turns gRPC metadata into Fleet metadata, leaving out
+// HTTP/2 pseudo-headers and the headers of the gRPC protocol itself
+// (content-type, te, user-agent, grpc-*); keys are lower-cased. A
+// repeated key's values are combined by fleet.Metadata's rule (joined
+// with ", "); a "-bin" key's values, which grpc-go hands over decoded,
+// are encoded again (base64.RawStdEncoding) and joined with ",". It
+// returns nil when nothing is left.
+func fleetMetadata(in metadata.MD) fleet.Metadata {
 	var md fleet.Metadata
 	for k, vs := range in {
-		if len(vs) == 0 || strings.HasPrefix(k, ":") || strings.HasPrefix(k, "grpc-") {
+		if len(vs) == 0 || strings.HasPrefix(k, ":") {
+			continue
+		}
+		k = strings.ToLower(k) // no allocation when it is already
+		if strings.HasPrefix(k, "grpc-") {
 			continue
 		}
 		switch k {
@@ -365,6 +469,9 @@ func grpcMetadata(ctx context.Context) fleet.Metadata {
 				enc[i] = base64.RawStdEncoding.EncodeToString([]byte(v))
 			}
 			vs = enc
+		}
+		if old, ok := md[k]; ok { // the same key in two cases
+			vs = append([]string{old}, vs...)
 		}
 		md[k] = joinValues(k, vs)
 	}

@@ -2,13 +2,13 @@ package gateway
 
 import (
 	"context"
-	"github.com/fleetrpc/fleet/server/admin"
 	"mime"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/fleetrpc/fleet"
+	"github.com/fleetrpc/fleet/server/admin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 )

@@ -55,16 +55,15 @@ type h2Guard struct {
 	maxBlock     int64
 
 	// Read side, used only by the one reading goroutine.
-	preface    int // preface bytes still to skip
-	hdr        [9]byte
-	hn         int       // bytes of hdr filled
-	remain     uint32    // payload bytes of the current frame still to pass
-	inBlock    bool      // a header block is open
-	block      int64     // encoded bytes of the open header block
-	lastStream uint32    // highest client stream ID seen
-	resetAt    time.Time // when tokens was last refilled
-	tokens     float64   // resets the client may still send at once
-	deadline   bool      // a read deadline is set
+	preface    int                // preface bytes still to skip
+	in         frameTrack         // the client's frames
+	onFrameFn  func([]byte) error // g.onFrame, made once (a method value per Read would allocate)
+	inBlock    bool               // a header block is open
+	block      int64              // encoded bytes of the open header block
+	lastStream uint32             // highest client stream ID seen
+	resetAt    time.Time          // when tokens was last refilled
+	tokens     float64            // resets the client may still send at once
+	deadline   bool               // a read deadline is set
 	readErr    error
 
 	wmu      sync.Mutex // serializes writes and the injected GOAWAY
@@ -110,10 +109,12 @@ func (t *frameTrack) feed(b []byte, fn func(h []byte) error) error {
 }
 
 func newH2Guard(c net.Conn, maxResets int, frameTimeout time.Duration, maxHeader int) *h2Guard {
-	return &h2Guard{
+	g := &h2Guard{
 		Conn: c, maxResets: maxResets, frameTimeout: frameTimeout,
 		maxBlock: int64(maxHeader) + 64<<10, preface: len(http2Preface),
 	}
+	g.onFrameFn = g.onFrame
+	return g
 }
 
 // takeReset spends one token of the reset bucket (rate maxResets per
@@ -137,7 +138,7 @@ func (g *h2Guard) takeReset(now time.Time) bool {
 // midFrame reports whether the client is in the middle of a frame or a
 // header block.
 func (g *h2Guard) midFrame() bool {
-	return g.preface > 0 || g.hn > 0 || g.remain > 0 || g.inBlock
+	return g.preface > 0 || !g.in.boundary() || g.inBlock
 }
 
 func (g *h2Guard) Read(p []byte) (int, error) {
@@ -160,10 +161,7 @@ func (g *h2Guard) Read(p []byte) (int, error) {
 		g.preface -= k
 		b = b[k:]
 	}
-	var in frameTrack
-	in.hdr, in.hn, in.remain = g.hdr, g.hn, g.remain
-	ferr := in.feed(b, g.onFrame)
-	g.hdr, g.hn, g.remain = in.hdr, in.hn, in.remain
+	ferr := g.in.feed(b, g.onFrameFn)
 	if ferr != nil {
 		g.readErr = ferr
 		// Hand grpc-go what was read; its next Read gets the error.

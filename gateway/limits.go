@@ -146,6 +146,7 @@ func (g *Gateway) grpcLimitOptions() []grpc.ServerOption {
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: g.opts.idleTimeout}),
 		grpc.ChainUnaryInterceptor(g.introspectionUnary),
 		grpc.ChainStreamInterceptor(g.introspectionStream),
+		grpc.InTapHandle(grpcTap),
 	}
 }
 

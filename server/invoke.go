@@ -201,16 +201,22 @@ func (s *Server) Invoke(ctx context.Context, call *Call) (reply []byte, respMD f
 // lookupCall looks up call's method: by its service name, else (a
 // protobuf package prefix) by the part after the name's last dot.
 func (s *Server) lookupCall(call *Call) (*methodType, error) {
-	m, err := s.lookup([]byte(call.Service), []byte(call.Method))
-	if err == nil {
-		return m, nil
-	}
-	if i := strings.LastIndexByte(call.Service, '.'); i >= 0 {
-		if m, err2 := s.lookup([]byte(call.Service[i+1:]), []byte(call.Method)); err2 == nil {
+	// Both names are tried without making an error: the second (a gRPC
+	// client's "pkg.Service") is the common case of the gateway's routes.
+	svcs := *s.services.Load()
+	if svc := svcs[call.Service]; svc != nil {
+		if m := svc.methods[call.Method]; m != nil {
 			return m, nil
 		}
 	}
-	return nil, err
+	if i := strings.LastIndexByte(call.Service, '.'); i >= 0 {
+		if svc := svcs[call.Service[i+1:]]; svc != nil {
+			if m := svc.methods[call.Method]; m != nil {
+				return m, nil
+			}
+		}
+	}
+	return s.lookup([]byte(call.Service), []byte(call.Method))
 }
 
 // checkCall applies the protocol limits a native frame would have been

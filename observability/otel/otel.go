@@ -261,6 +261,12 @@ func (t *Telemetry) serverMethod(info *fleet.CallInfo) *methodTel {
 	return m
 }
 
+// is reports whether m is the server telemetry of service.method on
+// route.
+func (m *methodTel) is(service, method string, route fleet.Route) bool {
+	return m.route == route && m.method == method && m.service == service
+}
+
 // endFor returns the method's attributes for code, made on first use.
 func (m *methodTel) endFor(code fleet.Code) *endAttrs {
 	if int(code) < len(m.ends) {
@@ -310,10 +316,15 @@ type serverCall struct {
 
 // begin starts a call's span and clock; ctx is the context to pass on.
 func (t *Telemetry) begin(ctx context.Context, info *fleet.CallInfo) (context.Context, serverCall) {
+	return t.beginWith(ctx, info, t.serverMethod(info))
+}
+
+// beginWith is begin with the method's telemetry m already found.
+func (t *Telemetry) beginWith(ctx context.Context, info *fleet.CallInfo, m *methodTel) (context.Context, serverCall) {
 	if info.MetadataLen() > 0 {
 		ctx = t.props.Extract(ctx, infoCarrier{info})
 	}
-	sc := serverCall{m: t.serverMethod(info)}
+	sc := serverCall{m: m}
 	if !t.skipUnsampled || !unsampledParent(ctx) {
 		ctx, sc.span = t.tracer.Start(ctx, sc.m.name, sc.m.serverStart...)
 		sc.recording = sc.span.IsRecording()
@@ -355,8 +366,18 @@ func (t *Telemetry) end(ctx context.Context, sc *serverCall, err error) {
 // WrapUnary runs each call under a server span.
 func (i *serverInterceptor) WrapUnary(next server.UnaryFunc) server.UnaryFunc {
 	t := (*Telemetry)(i)
+	// The server builds a chain per method, so its calls all find the
+	// telemetry the first one found (for one route; other routes look
+	// theirs up): a load and a comparison instead of the table's map
+	// reads.
+	var first atomic.Pointer[methodTel]
 	return func(ctx context.Context, info *fleet.CallInfo, args, reply any) error {
-		ctx, sc := t.begin(ctx, info)
+		m := first.Load()
+		if m == nil || !m.is(info.Service, info.Method, info.Route) {
+			m = t.serverMethod(info)
+			first.CompareAndSwap(nil, m)
+		}
+		ctx, sc := t.beginWith(ctx, info, m)
 		err := next(ctx, info, args, reply)
 		t.end(ctx, &sc, err)
 		return err
@@ -513,8 +534,14 @@ type clientCall struct {
 // begin starts the span of a call or stream and writes the trace context
 // into the outgoing metadata; ctx is the context to go on with.
 func (ci *clientInterceptor) begin(ctx context.Context, service, method string) (context.Context, clientCall) {
+	return ci.beginWith(ctx, ci.method(service, method))
+}
+
+// beginWith is begin with the method's span start options m already
+// found.
+func (ci *clientInterceptor) beginWith(ctx context.Context, m *clientMethod) (context.Context, clientCall) {
 	t := ci.t
-	cc := clientCall{m: ci.method(service, method)}
+	cc := clientCall{m: m}
 	if !t.skipUnsampled || !unsampledParent(ctx) {
 		ctx, cc.span = t.tracer.Start(ctx, cc.m.m.name, cc.m.opts...)
 		cc.recording = cc.span.IsRecording()
@@ -558,8 +585,16 @@ func (ci *clientInterceptor) end(ctx context.Context, cc *clientCall, err error)
 
 // WrapUnary runs each call under a client span.
 func (ci *clientInterceptor) WrapUnary(invoke client.Invoker) client.Invoker {
+	// The chain serves every method of a connection: the first method
+	// called skips the table's map reads, the others look theirs up.
+	var first atomic.Pointer[clientMethod]
 	return func(ctx context.Context, service, method string, args, reply any) error {
-		ctx, cc := ci.begin(ctx, service, method)
+		m := first.Load()
+		if m == nil || m.m.method != method || m.m.service != service {
+			m = ci.method(service, method)
+			first.CompareAndSwap(nil, m)
+		}
+		ctx, cc := ci.beginWith(ctx, m)
 		err := invoke(ctx, service, method, args, reply)
 		ci.end(ctx, &cc, err)
 		return err

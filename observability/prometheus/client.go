@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fleetrpc/fleet"
@@ -62,8 +63,15 @@ type clientInterceptor ClientMetrics
 // WrapUnary counts and times each call.
 func (i *clientInterceptor) WrapUnary(next client.Invoker) client.Invoker {
 	r := &i.rpc
+	// The chain serves every method of a connection: the first method
+	// called skips the lookup's map reads, the others look theirs up.
+	var first atomic.Pointer[mMetrics]
 	return func(ctx context.Context, service, method string, args, reply any) error {
-		mm := r.lookup(service, method, "", typeUnary)
+		mm := first.Load()
+		if mm == nil || !mm.is(service, method, "") {
+			mm = r.lookup(service, method, "", typeUnary)
+			first.CompareAndSwap(nil, mm)
+		}
 		start := mm.begin()
 		err := next(ctx, service, method, args, reply)
 		r.end(ctx, mm, start, err)

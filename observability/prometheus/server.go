@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fleetrpc/fleet"
 	"github.com/fleetrpc/fleet/server"
@@ -101,8 +102,17 @@ type serverInterceptor ServerMetrics
 // WrapUnary counts and times each call.
 func (i *serverInterceptor) WrapUnary(next server.UnaryFunc) server.UnaryFunc {
 	r := &i.rpc
+	// The server builds a chain per method, so its calls all find the
+	// series the first one found (for one route; other routes look
+	// theirs up): a load and a comparison instead of the lookup's map
+	// reads.
+	var first atomic.Pointer[mMetrics]
 	return func(ctx context.Context, info *fleet.CallInfo, args, reply any) error {
-		mm := r.lookup(info.Service, info.Method, info.Route, typeUnary)
+		mm := first.Load()
+		if mm == nil || !mm.is(info.Service, info.Method, info.Route) {
+			mm = r.lookup(info.Service, info.Method, info.Route, typeUnary)
+			first.CompareAndSwap(nil, mm)
+		}
 		start := mm.begin()
 		err := next(ctx, info, args, reply)
 		r.end(ctx, mm, start, err)

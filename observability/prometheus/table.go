@@ -122,6 +122,12 @@ func (r *rpcMetrics) lookup(service, method string, route fleet.Route, typ strin
 	return m
 }
 
+// is reports whether m is the series of service.method on route (the
+// type aside).
+func (m *mMetrics) is(service, method string, route fleet.Route) bool {
+	return m.route == route && m.labels[1] == method && m.labels[0] == service
+}
+
 // handledFor returns the handled counter for code.
 func (m *mMetrics) handledFor(code fleet.Code) prometheus.Counter {
 	if int(code) >= len(m.handled) {
