@@ -90,13 +90,31 @@ func (g *Gateway) sniffH2C(pc net.Conn) (bool, net.Conn, error) {
 	toGRPC := func() (bool, net.Conn, error) {
 		return false, &h2cReplay{Conn: pc, buf: rec.Bytes()}, nil
 	}
+	// The first header block is decoded as its fragments arrive (the
+	// decoder keeps only a field cut between two fragments), so nothing
+	// but rec holds the connection's bytes.
 	var (
-		block   []byte
-		inBlock bool
-		acked   bool // the client's ACK of the empty SETTINGS was read (and dropped)
-		other   int  // bytes of frames before the first header block
-		hdr     [9]byte
+		ctype    string
+		sawCT    bool
+		decErr   error
+		blockLen int
+		inBlock  bool
+		acked    bool // the client's ACK of the empty SETTINGS was read (and dropped)
+		other    int  // bytes of frames before the first header block
+		hdr      [9]byte
 	)
+	dec := hpack.NewDecoder(4096, func(f hpack.HeaderField) {
+		if f.Name == "content-type" && !sawCT {
+			ctype, sawCT = f.Value, true
+		}
+	})
+	dec.SetMaxStringLength(g.opts.maxHeaderBytes)
+	decode := func(frag []byte) {
+		blockLen += len(frag)
+		if decErr == nil {
+			_, decErr = dec.Write(frag)
+		}
+	}
 	for {
 		if inBlock {
 			_ = pc.SetReadDeadline(time.Now().Add(frameTimeout))
@@ -135,10 +153,10 @@ func (g *Gateway) sniffH2C(pc net.Conn) (bool, net.Conn, error) {
 			if err != nil {
 				return false, nil, err
 			}
-			block = append(block, frag...)
+			decode(frag)
 			inBlock = !flags.Has(http2.FlagHeadersEndHeaders)
 		case typ == http2.FrameContinuation && inBlock:
-			block = append(block, payload...)
+			decode(payload)
 			inBlock = !flags.Has(http2.FlagContinuationEndHeaders)
 		case inBlock || typ == http2.FrameContinuation:
 			return false, nil, fmt.Errorf("%w: frame type %v inside a header block", errH2CSniff, typ)
@@ -149,13 +167,27 @@ func (g *Gateway) sniffH2C(pc net.Conn) (bool, net.Conn, error) {
 			}
 			continue
 		}
-		if len(block) > maxBlock {
+		// The route is known once the content type has been decoded,
+		// which clients send at the start of the block: the rest of the
+		// block goes to the server chosen, whose own limits hold it.
+		if sawCT && decErr == nil {
+			if isGRPCProto(ctype) {
+				return toGRPC()
+			}
+			return true, &h2cReplay{Conn: pc, buf: rec.Bytes(), dropAck: !acked}, nil
+		}
+		if blockLen > maxBlock {
 			return false, nil, fmt.Errorf("%w: header block over %d bytes", errH2CSniff, maxBlock)
 		}
 		if inBlock {
 			continue
 		}
-		if !firstIsHTTP(block, g.opts.maxHeaderBytes) {
+		if decErr == nil {
+			decErr = dec.Close()
+		}
+		// A block that does not decode goes to grpc-go, which answers it
+		// as before; a request without a content type goes to net/http.
+		if decErr != nil {
 			return toGRPC()
 		}
 		return true, &h2cReplay{Conn: pc, buf: rec.Bytes(), dropAck: !acked}, nil
@@ -178,24 +210,6 @@ func headersFragment(p []byte, flags http2.Flags) ([]byte, error) {
 		p = p[5:]
 	}
 	return p, nil
-}
-
-// firstIsHTTP reports whether the request of a connection's first header
-// block goes to net/http: anything but gRPC with protobuf. A block that
-// does not decode goes to grpc-go, which answers it as before.
-func firstIsHTTP(block []byte, maxString int) bool {
-	dec := hpack.NewDecoder(4096, nil)
-	dec.SetMaxStringLength(maxString)
-	fields, err := dec.DecodeFull(block)
-	if err != nil {
-		return false
-	}
-	for _, f := range fields {
-		if f.Name == "content-type" {
-			return !isGRPCProto(f.Value)
-		}
-	}
-	return true
 }
 
 // isGRPCProto reports whether ct is gRPC's content type with the
