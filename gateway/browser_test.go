@@ -115,6 +115,9 @@ func TestBrowserRequestsRefused(t *testing.T) {
 			if resp.StatusCode != c.want {
 				t.Errorf("status %d, want %d: %s", resp.StatusCode, c.want, b)
 			}
+			if c.want == http.StatusUnsupportedMediaType && (resp.Header.Get("Accept-Post") == "" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain")) {
+				t.Errorf("415 with Accept-Post %q, Content-Type %q, want a list and text/plain", resp.Header.Get("Accept-Post"), resp.Header.Get("Content-Type"))
+			}
 		})
 	}
 	// JSON-RPC with the right content type: fleet.Admin is not a method

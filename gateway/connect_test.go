@@ -372,3 +372,68 @@ func TestConnectSlowHandler(t *testing.T) {
 		}
 	}
 }
+
+// contentTypeRewriter sends every request as the conformance suite's
+// "unexpected-content-type" case does: Content-Type image/jpeg and no
+// Connect-Protocol-Version header.
+type contentTypeRewriter struct{ next http.RoundTripper }
+
+func (c contentTypeRewriter) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Content-Type", "image/jpeg")
+	r.Header.Del("Connect-Protocol-Version")
+	return c.next.RoundTrip(r)
+}
+
+// TestUnexpectedContentType checks the answer to a POST whose content
+// type is neither JSON nor an RPC protocol's: 415, an Accept-Post header
+// listing what the path takes, and a text/plain body, which Connect and
+// gRPC-Web clients (connect-go) read as code unknown and JSON requests
+// never get (their errors keep Fleet's JSON body).
+func TestUnexpectedContentType(t *testing.T) {
+	_, addr := start(t, nil)
+	hc := httpClient(t)
+	rc := &http.Client{Transport: contentTypeRewriter{next: hc.Transport}, Timeout: hc.Timeout}
+	for name, c := range connectClients(rc, addr) {
+		t.Run(name, func(t *testing.T) {
+			err := c.CallUnary(context.Background(), unarySpec("/Hello/Say"), benchpb.New(), new(benchpb.BenchmarkMessage))
+			var ce *connect.Error
+			if !errors.As(err, &ce) || ce.Code() != connect.CodeUnknown || !strings.Contains(ce.Message(), "415") {
+				t.Fatalf("got %v, want unknown from HTTP status 415", err)
+			}
+		})
+	}
+	for _, c := range []struct{ path, ct, accept string }{
+		{"/Hello/Say", "image/jpeg", "application/proto"},
+		{"/Hello/Say", "text/plain", "application/grpc-web+proto"},
+		{"/Hello/Say", "", "application/json"},
+		{"/", "image/jpeg", "application/json"},
+		{"/jsonrpc", "application/x-www-form-urlencoded", "application/json"},
+	} {
+		t.Run(c.path+" "+c.ct, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, "http://"+addr+c.path, strings.NewReader("12345678"))
+			if c.ct != "" {
+				req.Header.Set("Content-Type", c.ct)
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			ap := resp.Header.Get("Accept-Post")
+			if resp.StatusCode != http.StatusUnsupportedMediaType || !strings.Contains(ap, c.accept) ||
+				resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" || !strings.Contains(string(b), strconv.Quote(c.ct)) {
+				t.Fatalf("%d, Accept-Post %q, Content-Type %q, body %q", resp.StatusCode, ap, resp.Header.Get("Content-Type"), b)
+			}
+			if c.path != "/Hello/Say" && ap != "application/json" {
+				t.Fatalf("JSON-RPC Accept-Post %q", ap)
+			}
+		})
+	}
+	// A JSON request's error keeps Fleet's JSON body.
+	resp, b := post(t, hc, "http://"+addr+"/Nope/Say", `{}`, nil)
+	if resp.StatusCode != http.StatusNotFound || resp.Header.Get("Content-Type") != "application/json" || !strings.Contains(string(b), `"code":5`) {
+		t.Fatalf("JSON error: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+}

@@ -31,7 +31,9 @@
 // mount it on their own mux; gRPC through it needs HTTP/2 on that server
 // (TLS with ALPN h2, or http.Protocols with UnencryptedHTTP2 for h2c).
 //
-// HTTP/JSON and JSON-RPC accept only application/json requests that a
+// HTTP/JSON and JSON-RPC accept only application/json requests (a POST
+// of any other type that is no RPC protocol's gets 415 with Accept-Post
+// and a text/plain body, as connect-go answers it) that a
 // browser did not mark cross-site (Connect and gRPC-Web likewise, unless
 // WithCORS allows the page's origin), and serve fleet.Admin only for a
 // server with an auth function; with one, gRPC reflection and per-service

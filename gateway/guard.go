@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/fleetrpc/fleet"
@@ -26,16 +29,16 @@ func WithOpenLiveness(on bool) Option {
 // page could make to the HTTP/JSON and JSON-RPC routes: a Content-Type
 // other than application/json (text/plain, the form types and a missing
 // one are what a page may send cross-origin without a CORS preflight),
-// answered 415, and a request a browser marks cross-site or same-site
-// (Sec-Fetch-Site) or whose Origin is not the request's own host,
-// answered 403. The gateway sends no CORS headers, so a browser's
-// preflight for any other request fails (405). It reports whether the
-// request may go on.
+// answered 415 by refuseContentType, and a request a browser marks
+// cross-site or same-site (Sec-Fetch-Site) or whose Origin is not the
+// request's own host, answered 403. The gateway sends no CORS headers, so
+// a browser's preflight for any other request fails (405). It reports
+// whether the request may go on.
 func (g *Gateway) browserCheck(w http.ResponseWriter, r *http.Request) bool {
 	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
 	if ct == "" || err != nil || mt != "application/json" {
-		writeError(w, http.StatusUnsupportedMediaType, fleet.Errorf(fleet.InvalidArgument, "content type %q not accepted: requests are application/json", ct))
+		refuseContentType(w, r, ct)
 		return false
 	}
 	switch r.Header.Get("Sec-Fetch-Site") {
@@ -52,6 +55,45 @@ func (g *Gateway) browserCheck(w http.ResponseWriter, r *http.Request) bool {
 		}
 	}
 	return true
+}
+
+// acceptPostMethod is the Accept-Post value of a 415 on a method's path
+// (/{service}/{method}): the content types the gateway serves there, with
+// HTTP/JSON's application/json (also Connect unary JSON, with a
+// Connect-Protocol-Version header) and the Connect, gRPC-Web and gRPC
+// types of the codecs the Connect side registers (proto and JSON; gRPC
+// over HTTP/2 only), sorted as connect-go sorts its own Accept-Post.
+const acceptPostMethod = "application/connect+json, application/connect+proto, " +
+	"application/grpc, application/grpc+json, application/grpc+proto, " +
+	"application/grpc-web, application/grpc-web+json, application/grpc-web+proto, " +
+	"application/grpc-web-text, application/grpc-web-text+json, application/grpc-web-text+proto, " +
+	"application/json, application/proto"
+
+// refuseContentType answers a POST whose content type is neither JSON nor
+// an RPC protocol's (ct, as sent; empty when missing) as connect-go's
+// handler answers one: 415 with an Accept-Post header (the W3C Linked
+// Data Platform's header, in IANA's HTTP field registry) listing what the path accepts (application/json on the JSON-RPC paths
+// / and /jsonrpc, acceptPostMethod elsewhere), and a text/plain body that
+// says why. The answer is not application/json on purpose: a Connect
+// client reads a JSON body on an error status as a Connect error (a
+// string code), and Fleet's error body has a number there; on any other
+// body, Connect, gRPC and gRPC-Web clients all take the code from the
+// status (415: unknown), and curl shows the message.
+func refuseContentType(w http.ResponseWriter, r *http.Request, ct string) {
+	accept := acceptPostMethod
+	what := "HTTP/JSON calls are application/json; Connect, gRPC-Web and gRPC calls use their protocols' content types"
+	if r.URL.Path == "/" || r.URL.Path == "/jsonrpc" {
+		accept = "application/json"
+		what = "JSON-RPC 2.0 requests are application/json"
+	}
+	msg := fmt.Sprintf("content type %q not accepted: %s (see Accept-Post)\n", ct, what)
+	h := w.Header()
+	h.Set("Accept-Post", accept)
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(len(msg)))
+	w.WriteHeader(http.StatusUnsupportedMediaType)
+	_, _ = io.WriteString(w, msg)
 }
 
 // hiddenOverHTTP reports whether service is kept off the HTTP/JSON and

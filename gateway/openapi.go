@@ -42,10 +42,12 @@ type OpenAPIConfig struct {
 //     as strings or numbers, enums by name, well-known types as protojson
 //     writes them, proto2 required fields required);
 //   - an example request: the zero value;
-//   - the reply's schema for 200, and for every error status the route
-//     answers (400, 401, 403, 404, 405, 413, 415, 429, 499, 500, 501, 503,
+//   - the reply's schema for 200, for every error status the route
+//     answers (400, 401, 403, 404, 405, 413, 429, 499, 500, 501, 503,
 //     504) the error body {"code", "status", "message"} (component
-//     "fleet.Error");
+//     "fleet.Error"), and for 415 (a body that is not application/json)
+//     the Accept-Post header and a text/plain message (component
+//     responses "UnsupportedMediaType");
 //   - the headers the route reads: Fleet-Timeout-Ms, Authorization.
 //
 // Go types' $defs and protobuf messages become components.schemas. The
@@ -77,9 +79,10 @@ func OpenAPI(methods []reflection.MethodInfo, cfg OpenAPIConfig) ([]byte, error)
 				"content":     map[string]any{"application/json": map[string]any{"schema": rep}},
 			},
 		}
-		for _, st := range []string{"400", "401", "403", "404", "405", "413", "415", "429", "499", "500", "501", "503", "504"} {
+		for _, st := range []string{"400", "401", "403", "404", "405", "413", "429", "499", "500", "501", "503", "504"} {
 			responses[st] = errResp
 		}
+		responses["415"] = map[string]any{"$ref": "#/components/responses/UnsupportedMediaType"}
 		media := map[string]any{"schema": req}
 		if reqEx != nil {
 			media["example"] = reqEx
@@ -115,6 +118,16 @@ func OpenAPI(methods []reflection.MethodInfo, cfg OpenAPIConfig) ([]byte, error)
 		"components": map[string]any{
 			"schemas": b.schemas,
 			"responses": map[string]any{
+				"UnsupportedMediaType": map[string]any{
+					"description": "The body is not application/json (nor an RPC protocol's content type): Accept-Post lists what the path takes, and the body says why in plain text.",
+					"headers": map[string]any{
+						"Accept-Post": map[string]any{
+							"description": "The content types the path accepts, comma-separated.",
+							"schema":      map[string]any{"type": "string"},
+						},
+					},
+					"content": map[string]any{"text/plain": map[string]any{"schema": map[string]any{"type": "string"}}},
+				},
 				"Error": map[string]any{
 					"description": "The call failed: the Fleet (= gRPC) code, its name and the handler's message. The HTTP status follows the code (gateway.HTTPStatus).",
 					"content":     map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/fleet.Error"}}},

@@ -13,7 +13,8 @@ import (
 // TestGatewayOpenAPI: the document lists POST /{Service}/{Method} for
 // every method served over HTTP/JSON (fleet.Admin only with auth), with
 // the strict request schema of a Go type, the protojson schema of a
-// protobuf message, and the error body for error statuses.
+// protobuf message, the error body for error statuses, and the plain-text
+// answer with Accept-Post for 415.
 func TestGatewayOpenAPI(t *testing.T) {
 	srv := server.New(server.WithLogger(discard()))
 	for _, r := range []any{demo.Arith{}, &demo.Hello{}} {
@@ -71,7 +72,8 @@ func TestGatewayOpenAPI(t *testing.T) {
 	if args["additionalProperties"] != false || len(args["required"].([]any)) != 2 {
 		t.Fatalf("go.demo.Args: %v", args)
 	}
-	if add.Responses["404"]["$ref"] != "#/components/responses/Error" || add.Responses["200"] == nil {
+	if add.Responses["404"]["$ref"] != "#/components/responses/Error" || add.Responses["200"] == nil ||
+		add.Responses["415"]["$ref"] != "#/components/responses/UnsupportedMediaType" {
 		t.Fatalf("responses: %v", add.Responses)
 	}
 	msg := doc.Components.Schemas["pb.BenchmarkMessage"]

@@ -198,8 +198,9 @@ func TestDescribeOpenAPI(t *testing.T) {
 		}
 	}
 	// The example bodies are zero values: Arith.Div divides by zero and
-	// answers the documented error; the others answer 200.
-	for _, w := range []string{"ok POST /Arith/Add 200", "ok POST /Arith/Div 500", "ok POST /Hello/Say 200", "ok POST /fleet.Reflection/List 200"} {
+	// answers the documented error; the others answer 200; a text/plain
+	// body the documented 415.
+	for _, w := range []string{"ok POST /Arith/Add 200", "ok POST /Arith/Div 500", "ok POST /Hello/Say 200", "ok POST /fleet.Reflection/List 200", "ok POST /Arith/Add text/plain 415"} {
 		if !strings.Contains(lines, w+"\n") {
 			t.Errorf("openapi.js output lacks %q:\n%s", w, lines)
 		}

@@ -7,6 +7,8 @@
 //    application/json. The answer's status must be one the path
 //    documents, and its body must validate (ajv, JSON Schema 2020-12)
 //    against the schema documented for that status.
+// 3. The first path is called with Content-Type text/plain: the answer
+//    must be the documented 415, with its content type and Accept-Post.
 // Prints "valid", then one line per path ("ok POST /Arith/Add 200"), and
 // exits 0 when all pass, 1 otherwise.
 'use strict';
@@ -63,5 +65,24 @@ function fail(why) {
     n++;
   }
   if (n === 0) return fail('no paths');
+
+  // A body that is not JSON: the documented 415, its Accept-Post header
+  // and a text/plain body.
+  const [path, item] = Object.entries(raw.paths)[0];
+  const res = await fetch(base + path, {
+    method: 'POST',
+    headers: { 'Content-Type': 'text/plain' },
+    body: '{}',
+    signal: AbortSignal.timeout(20000),
+  });
+  const text = await res.text();
+  let documented = item.post.responses[String(res.status)];
+  if (res.status !== 415 || !documented) return fail(`POST ${path} text/plain: status ${res.status} (${text})`);
+  if (documented.$ref) documented = responses[documented.$ref.split('/').pop()];
+  const ctype = (res.headers.get('content-type') || '').split(';')[0];
+  if (!documented.content[ctype] || !documented.headers['Accept-Post'] || !res.headers.get('accept-post')) {
+    return fail(`POST ${path} text/plain: 415 as ${ctype}, Accept-Post ${res.headers.get('accept-post')}, not as documented`);
+  }
+  console.log(`ok POST ${path} text/plain 415`);
   process.exit(0);
 })().catch((err) => fail(err.message));
