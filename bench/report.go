@@ -508,7 +508,8 @@ func (r *runner) targets() []target {
 			})
 		}
 	}
-	return append(ts, r.round2Targets()...)
+	ts = append(ts, r.round2Targets()...)
+	return append(ts, r.round3Targets()...)
 }
 
 // echoVsTargets are the two echo targets against peer (called title) at 1
