@@ -483,19 +483,22 @@ func (c *Client) finish(call *Call) error {
 
 func (c *Client) readLoop() {
 	defer c.r.Close()
-	for c.readerTurn() {
+	for {
 		f, buf, err := c.r.ReadFrame()
 		if err != nil {
 			c.fail(c.withGoAwayReason(err))
 			return
 		}
-		c.dispatch(f, buf, true)
+		if c.dispatch(f, buf, true) {
+			c.readerTurn() // lent to the next serial call
+		}
 	}
 }
 
 // dispatch handles a frame read off the connection, by the read loop
-// (loop) or by a caller reading for itself (selfread.go).
-func (c *Client) dispatch(f protocol.Frame, buf *[]byte, loop bool) {
+// (loop) or by a caller reading for itself (selfread.go). It reports
+// whether the read loop lent the reader (lendReader).
+func (c *Client) dispatch(f protocol.Frame, buf *[]byte, loop bool) (lent bool) {
 	c.received.Add(1)
 	switch f.Type {
 	case protocol.TypeResponse:
@@ -503,12 +506,12 @@ func (c *Client) dispatch(f protocol.Frame, buf *[]byte, loop bool) {
 		call := c.pending[f.Seq]
 		delete(c.pending, f.Seq)
 		if loop && call != nil && call.sync && len(c.pending) == 0 {
-			c.lendReader()
+			lent = c.lendReader()
 		}
 		c.mu.Unlock()
 		if call == nil { // the caller gave up on it
 			bufpool.Put(buf)
-			return
+			return false
 		}
 		call.resp, call.respBuf = f, buf
 		if !call.sync {
@@ -531,6 +534,7 @@ func (c *Client) dispatch(f protocol.Frame, buf *[]byte, loop bool) {
 	default:
 		c.onExtension(f, buf)
 	}
+	return lent
 }
 
 // ackGoAway answers the server's go-away with a go-away of its own once

@@ -50,11 +50,14 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 // lendReader, called under mu by the read loop after it took the last
 // pending call (a sync one) off the table, leaves the reader idle for the
-// caller's next call when nothing else needs reading.
-func (c *Client) lendReader() {
+// caller's next call when nothing else needs reading, and reports whether
+// it did (the read loop then waits in readerTurn).
+func (c *Client) lendReader() bool {
 	if c.selfRead && c.err == nil && c.r.Buffered() == 0 && !c.hasStreams() {
 		c.rstate = readerIdle
+		return true
 	}
+	return false
 }
 
 // takeReader, called under mu by send once call is pending, gives the
@@ -112,12 +115,12 @@ func (c *Client) hasStreams() bool {
 	return n > 0
 }
 
-// readerTurn waits, in the read loop, until reading is the read loop's:
-// at once in readerLoop; otherwise when a caller hands it back, or when
-// the reader stayed idle for readerLend with no caller taking it, or the
-// client stopped while the reader was idle (the read then fails and the
-// loop ends). It returns true when the loop may read.
-func (c *Client) readerTurn() bool {
+// readerTurn waits, in the read loop after it lent the reader, until
+// reading is the read loop's again: at once in readerLoop; otherwise when
+// a caller hands it back, or when the reader stayed idle for readerLend
+// with no caller taking it, or the client stopped while the reader was
+// idle (the read then fails and the loop ends).
+func (c *Client) readerTurn() {
 	c.mu.Lock()
 	if c.rstate == readerLoop {
 		select { // a hand-back the loop did not need to wait for
@@ -125,7 +128,7 @@ func (c *Client) readerTurn() bool {
 		default:
 		}
 		c.mu.Unlock()
-		return true
+		return
 	}
 	gen := c.rgen
 	c.mu.Unlock()
@@ -135,7 +138,7 @@ func (c *Client) readerTurn() bool {
 	for {
 		select {
 		case <-c.resume:
-			return true
+			return
 		case <-t.C:
 		case <-done:
 			done = nil
@@ -148,11 +151,11 @@ func (c *Client) readerTurn() bool {
 			default:
 			}
 			c.mu.Unlock()
-			return true
+			return
 		case c.rstate == readerIdle && (c.rgen == gen || done == nil):
 			c.rstate = readerLoop
 			c.mu.Unlock()
-			return true
+			return
 		}
 		gen = c.rgen
 		c.mu.Unlock()
