@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,10 @@ import (
 // serialServer serves Echo.Do: N == 1 blocks until the call's context
 // ends, N == 2 sleeps 100 ms, anything else answers at once.
 func serialServer(t *testing.T, opts ...server.Option) (*server.Server, string) {
+	return serialServerOn(t, "tcp", opts...)
+}
+
+func serialServerOn(t *testing.T, network string, opts ...server.Option) (*server.Server, string) {
 	t.Helper()
 	srv := server.New(opts...)
 	if err := srv.RegisterFunction("Echo", "Do", func(ctx context.Context, in *Req, out *Rep) error {
@@ -32,7 +37,11 @@ func serialServer(t *testing.T, opts ...server.Option) (*server.Server, string) 
 	}); err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := "127.0.0.1:0"
+	if network == "unix" {
+		addr = filepath.Join(t.TempDir(), "s")
+	}
+	lis, err := net.Listen(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,10 +63,17 @@ func serialCall(ctx context.Context, c *client.Client, n int) error {
 // TestSerialCallerCancelAndDeadline: a serial call (the one that reads its
 // own response) ends at once when its context is cancelled or passes its
 // deadline, and the connection serves the next calls, right away and
-// after it was left idle, with and without deadlines.
+// after it was left idle, with and without deadlines; over TCP and Unix
+// sockets.
 func TestSerialCallerCancelAndDeadline(t *testing.T) {
-	_, addr := serialServer(t)
-	c, err := client.Dial(context.Background(), "tcp", addr)
+	for _, network := range []string{"tcp", "unix"} {
+		t.Run(network, func(t *testing.T) { testSerialCallerCancelAndDeadline(t, network) })
+	}
+}
+
+func testSerialCallerCancelAndDeadline(t *testing.T, network string) {
+	_, addr := serialServerOn(t, network)
+	c, err := client.Dial(context.Background(), network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +102,7 @@ func TestSerialCallerCancelAndDeadline(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: call after cancel: %v", round, err)
 		}
-		time.Sleep(20 * time.Millisecond) // the read loop takes the idle reader back
+		time.Sleep(30 * time.Millisecond) // the read loop takes the idle reader back
 	}
 	if n := c.Pending(); n != 0 {
 		t.Fatalf("%d calls pending", n)
