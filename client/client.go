@@ -62,6 +62,13 @@ type Client struct {
 
 	done chan struct{}
 	ext  clientExt // revision 2: capabilities, go-away, streams (control.go)
+
+	// Who reads the connection (selfread.go): rstate, under mu; resume
+	// tells a parked read loop that reading is its own again.
+	rstate   readerState
+	selfRead bool   // callers may read: TCP or Unix socket (deadlines interrupt reads)
+	rgen     uint64 // callers that read for themselves, under mu
+	resume   chan struct{}
 }
 
 // Dial connects to addr over network ("tcp", "tcp4", "tcp6", "unix",
@@ -126,6 +133,11 @@ func newClient(nc net.Conn, o options) *Client {
 		w:       transport.NewWriter(rw, o.writeTimeout, 0),
 		pending: make(map[uint64]*Call),
 		done:    make(chan struct{}),
+		resume:  make(chan struct{}, 1),
+	}
+	switch nc.(type) {
+	case *net.TCPConn, *net.UnixConn:
+		c.selfRead = true
 	}
 	c.opts.limits = c.r.Limits().WithDefaults()
 	c.invoke = chain(o.interceptors, c.call)
@@ -157,6 +169,12 @@ type Call struct {
 	respBuf *[]byte
 	stop    func() bool // async calls: stops the context watcher
 	mdSink  *fleet.Metadata
+
+	// A sync call that reads its response itself (selfread.go).
+	reads     bool          // the call holds the connection's reader
+	client    *Client       // for interrupt
+	interrupt func()        // ends the caller's read at ctx's end; made once per pooled Call
+	intrDone  chan struct{} // interrupt has run
 }
 
 func (call *Call) complete() {
@@ -175,7 +193,11 @@ func (call *Call) complete() {
 	}
 }
 
-var callPool = sync.Pool{New: func() any { return &Call{sync: true, wake: make(chan struct{}, 1)} }}
+var callPool = sync.Pool{New: func() any {
+	call := &Call{sync: true, wake: make(chan struct{}, 1), intrDone: make(chan struct{}, 1)}
+	call.interrupt = call.interruptRead
+	return call
+}}
 
 // Call calls service.method with args and waits for the reply, which it
 // decodes into reply (a pointer, or nil to discard it). ctx's deadline is
@@ -185,7 +207,10 @@ var callPool = sync.Pool{New: func() any { return &Call{sync: true, wake: make(c
 // server has stopped reading the connection and the buffers between are
 // full, Call waits for room, at most the write timeout; the connection's
 // only call writes its request itself, other calls queue it, up to 4 MiB
-// queued per connection.) Request metadata comes from
+// queued per connection. Over TCP and Unix sockets the connection's only
+// call also reads its response off the socket itself rather than being
+// woken by the connection's read loop; with a context that can end, that
+// costs it two small allocations.) Request metadata comes from
 // fleet.WithOutgoingMetadata; response metadata goes to
 // fleet.WithResponseMetadata. Errors are *fleet.Error values: the
 // server's code and message, or Unavailable for connection failures.
@@ -198,6 +223,14 @@ func (c *Client) call(ctx context.Context, service, method string, args, reply a
 	call.Reply = reply
 	call.mdSink, _ = ctx.Value(ctxkey.ResponseSink{}).(*fleet.Metadata)
 	if err := c.send(ctx, call, service, method, args, false); err != nil {
+		if call.reads {
+			c.releaseReader()
+		}
+		c.recycle(call)
+		return err
+	}
+	if call.reads && c.readOwn(ctx, call) {
+		err := c.finish(call)
 		c.recycle(call)
 		return err
 	}
@@ -221,7 +254,7 @@ func (c *Client) call(ctx context.Context, service, method string, args, reply a
 }
 
 func (c *Client) recycle(call *Call) {
-	*call = Call{sync: true, wake: call.wake}
+	*call = Call{sync: true, wake: call.wake, interrupt: call.interrupt, intrDone: call.intrDone}
 	callPool.Put(call)
 }
 
@@ -347,6 +380,7 @@ func (c *Client) send(ctx context.Context, call *Call, service, method string, a
 		} else {
 			c.pending[h.Seq] = call
 			alone = len(c.pending) == 1
+			c.takeReader(call, alone)
 		}
 		c.mu.Unlock()
 		// A serial caller switches the socket to raw reads and writes,
@@ -458,39 +492,52 @@ func (c *Client) readLoop() {
 			c.fail(c.withGoAwayReason(err))
 			return
 		}
-		c.received.Add(1)
-		switch f.Type {
-		case protocol.TypeResponse:
-			c.mu.Lock()
-			call := c.pending[f.Seq]
-			delete(c.pending, f.Seq)
-			c.mu.Unlock()
-			if call == nil { // the caller gave up on it
-				bufpool.Put(buf)
-				continue
-			}
-			call.resp, call.respBuf = f, buf
-			if !call.sync {
-				call.Error = c.finish(call)
-			}
-			call.complete()
-		case protocol.TypePing:
-			bufpool.Put(buf)
-			var b [protocol.ControlFrameSize]byte
-			out := protocol.AppendControl(b[:0], protocol.TypePong, 0, f.Seq, nil)
-			_ = c.w.Write(out)
-		case protocol.TypePong:
-			c.onPong(f, buf)
-		case protocol.TypeGoAway:
-			c.onGoAway(&f)
-			bufpool.Put(buf)
-			if !c.draining.Swap(true) {
-				go c.ackGoAway()
-			}
-		default:
-			c.onExtension(f, buf)
+		if c.dispatch(f, buf, true) {
+			c.readerTurn() // lent to the next serial call
 		}
 	}
+}
+
+// dispatch handles a frame read off the connection, by the read loop
+// (loop) or by a caller reading for itself (selfread.go). It reports
+// whether the read loop lent the reader (lendReader).
+func (c *Client) dispatch(f protocol.Frame, buf *[]byte, loop bool) (lent bool) {
+	c.received.Add(1)
+	switch f.Type {
+	case protocol.TypeResponse:
+		c.mu.Lock()
+		call := c.pending[f.Seq]
+		delete(c.pending, f.Seq)
+		if loop && call != nil && call.sync && len(c.pending) == 0 {
+			lent = c.lendReader()
+		}
+		c.mu.Unlock()
+		if call == nil { // the caller gave up on it
+			bufpool.Put(buf)
+			return false
+		}
+		call.resp, call.respBuf = f, buf
+		if !call.sync {
+			call.Error = c.finish(call)
+		}
+		call.complete()
+	case protocol.TypePing:
+		bufpool.Put(buf)
+		var b [protocol.ControlFrameSize]byte
+		out := protocol.AppendControl(b[:0], protocol.TypePong, 0, f.Seq, nil)
+		_ = c.w.Write(out)
+	case protocol.TypePong:
+		c.onPong(f, buf)
+	case protocol.TypeGoAway:
+		c.onGoAway(&f)
+		bufpool.Put(buf)
+		if !c.draining.Swap(true) {
+			go c.ackGoAway()
+		}
+	default:
+		c.onExtension(f, buf)
+	}
+	return lent
 }
 
 // ackGoAway answers the server's go-away with a go-away of its own once

@@ -186,6 +186,7 @@ func (c *Client) openStreamNow(ctx context.Context, service, method string, cdID
 	}
 	c.ext.streams[st.id] = st
 	c.ext.mu.Unlock()
+	c.wakeReader() // a serial caller's connection may be left unread
 	if err := c.w.Write(frame); err != nil {
 		st.forget()
 		st.cancel(nil)
