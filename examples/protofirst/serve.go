@@ -88,6 +88,14 @@ func serve(addr, pageAddr string) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	// The page server serves only static files: it gets a second to finish
+	// them, then its connections are closed (a browser's preconnected,
+	// silent connection would otherwise hold net/http's Shutdown for 5 s).
+	pctx, pcancel := context.WithTimeout(sctx, time.Second)
+	defer pcancel()
+	if page.Shutdown(pctx) != nil {
+		_ = page.Close()
+	}
 	// srv.Shutdown stops the gateway too (gateway.New registers it).
-	return errors.Join(err, page.Shutdown(sctx), srv.Shutdown(sctx))
+	return errors.Join(err, srv.Shutdown(sctx))
 }
