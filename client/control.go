@@ -31,6 +31,7 @@ type clientExt struct {
 
 	mu      sync.Mutex
 	streams map[uint64]*clientStream
+	open    atomic.Int32 // len(streams), stored under mu; read without it
 }
 
 // clientCaps is what this client announces.

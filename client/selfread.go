@@ -111,13 +111,9 @@ func (c *Client) releaseReader() {
 	c.mu.Unlock()
 }
 
-// hasStreams reports whether a stream is open.
-func (c *Client) hasStreams() bool {
-	c.ext.mu.Lock()
-	n := len(c.ext.streams)
-	c.ext.mu.Unlock()
-	return n > 0
-}
+// hasStreams reports whether a stream is open, without taking the
+// streams' lock (it runs on every serial call).
+func (c *Client) hasStreams() bool { return c.ext.open.Load() > 0 }
 
 // readerTurn waits, in the read loop after it lent the reader, until
 // reading is the read loop's again: at once in readerLoop; otherwise when

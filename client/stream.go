@@ -185,6 +185,7 @@ func (c *Client) openStreamNow(ctx context.Context, service, method string, cdID
 		c.ext.streams = make(map[uint64]*clientStream)
 	}
 	c.ext.streams[st.id] = st
+	c.ext.open.Store(int32(len(c.ext.streams)))
 	c.ext.mu.Unlock()
 	c.wakeReader() // a serial caller's connection may be left unread
 	if err := c.w.Write(frame); err != nil {
@@ -200,6 +201,7 @@ func (c *Client) openStreamNow(ctx context.Context, service, method string, cdID
 func (st *clientStream) forget() {
 	st.c.ext.mu.Lock()
 	delete(st.c.ext.streams, st.id)
+	st.c.ext.open.Store(int32(len(st.c.ext.streams)))
 	st.c.ext.mu.Unlock()
 }
 
