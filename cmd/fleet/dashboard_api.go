@@ -374,14 +374,8 @@ func apiError(err error) apiCallResponse {
 // field checks unless loose. Bad input and failed calls are answered
 // with a JSON error, status 400 or 502.
 func (d *dashboard) apiCall(w http.ResponseWriter, r *http.Request) {
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
-		writeJSON(w, http.StatusUnsupportedMediaType, apiError(usagef("the body must be application/json")))
-		return
-	}
 	var req apiCallRequest
-	dec := json.NewDecoder(io.LimitReader(r.Body, 4<<20))
-	if err := dec.Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError(usagef("request body: %v", err)))
+	if !readJSON(w, r, 4<<20, false, &req) {
 		return
 	}
 	svc, _, err := splitMethod(req.Method)
@@ -447,13 +441,8 @@ type apiSteerRequest struct {
 // server writes the record and clients follow through the registry. The
 // address must be one the registry lists for the service.
 func (d *dashboard) apiSteer(w http.ResponseWriter, r *http.Request) {
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
-		writeJSON(w, http.StatusUnsupportedMediaType, apiError(usagef("the body must be application/json")))
-		return
-	}
 	var req apiSteerRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError(usagef("request body: %v", err)))
+	if !readJSON(w, r, 64<<10, false, &req) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
@@ -499,6 +488,26 @@ func (d *dashboard) apiSteer(w http.ResponseWriter, r *http.Request) {
 func isNoAdmin(err error) bool {
 	var fe *fleet.Error
 	return errors.As(err, &fe) && fe.Code() == fleet.NotFound && strings.Contains(fe.Message(), fmt.Sprintf("%q", admin.Service))
+}
+
+// readJSON decodes the body of a state-changing request into v: the body
+// must be application/json (else 415) of at most limit bytes holding one
+// JSON value (else 400), with no field v lacks when strict. On failure it
+// has answered the request and reports false.
+func readJSON(w http.ResponseWriter, r *http.Request, limit int64, strict bool, v any) bool {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		writeJSON(w, http.StatusUnsupportedMediaType, apiError(usagef("the body must be application/json")))
+		return false
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, limit))
+	if strict {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError(usagef("request body: %v", err)))
+		return false
+	}
+	return true
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

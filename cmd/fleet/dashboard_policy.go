@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
-	"mime"
 	"net/http"
 	"slices"
 	"strings"
@@ -194,15 +191,8 @@ func (d *dashboard) apiPolicySet(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, status, out)
 	}
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
-		fail(http.StatusUnsupportedMediaType, usagef("the body must be application/json"))
-		return
-	}
 	var req apiPolicyEdit
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		fail(http.StatusBadRequest, usagef("request body: %v", err))
+	if !readJSON(w, r, 1<<20, true, &req) {
 		return
 	}
 	if d.policies == nil {
